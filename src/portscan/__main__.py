@@ -1,0 +1,5 @@
+"""``python -m portscan``."""
+
+from portscan.cli import main
+
+raise SystemExit(main())

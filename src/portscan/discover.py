@@ -1,0 +1,155 @@
+"""Which files a scan looks at: the walk, default excludes and ``.gitignore``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+from collections.abc import Iterator, Sequence
+
+import pathspec
+
+from portscan.model import FileError
+
+#: Directory names never worth scanning: VCS data, caches, build output, environments.
+SKIP_DIRS = frozenset({
+    ".git", ".hg", ".svn", "__pycache__", "node_modules", ".tox", ".nox", ".eggs",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".portscan_cache", "build", "dist",
+    "site-packages", ".venv", "venv",
+})
+#: Files whose presence marks a directory as a virtual or conda environment.
+_ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+
+PYTHON_SUFFIXES = frozenset({".py"})
+
+
+def file_kind(path: PurePath) -> str | None:
+    """The matcher a file goes to, or None if portscan does not read it."""
+    return "python" if path.suffix in PYTHON_SUFFIXES else None
+
+
+@dataclass(frozen=True, slots=True)
+class SourcePath:
+    path: Path  #: where to read it
+    rel: str  #: relative to the scan root, ``/`` separators
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class Discovery:
+    root: Path
+    files: tuple[SourcePath, ...]
+    errors: tuple[FileError, ...]
+
+
+class UsageError(ValueError):
+    """A path argument that does not exist."""
+
+
+def scan_root(paths: Sequence[Path]) -> Path:
+    """Finding paths are relative to the single directory argument, else to the cwd."""
+    if len(paths) == 1 and paths[0].is_dir():
+        return paths[0].resolve()
+    return Path.cwd().resolve()
+
+
+def relative(path: Path, root: Path) -> str:
+    return Path(os.path.relpath(path.absolute(), root)).as_posix()
+
+
+def _is_environment(directory: Path) -> bool:
+    return any((directory / marker).exists() for marker in _ENV_MARKERS)
+
+
+def _gitignore(directory: Path) -> pathspec.GitIgnoreSpec | None:
+    try:
+        lines = (directory / ".gitignore").read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(lines)
+
+
+def _ignored(specs: list[tuple[Path, pathspec.GitIgnoreSpec]], path: Path, is_dir: bool) -> bool:
+    """Git semantics: the deepest ``.gitignore`` with a matching pattern decides."""
+    for base, spec in reversed(specs):
+        rel = path.relative_to(base).as_posix() + ("/" if is_dir else "")
+        include = spec.check_file(rel).include
+        if include is not None:
+            return include
+    return False
+
+
+def _walk(directory: Path, root: Path, specs: list[tuple[Path, pathspec.GitIgnoreSpec]],
+          errors: list[FileError]) -> Iterator[SourcePath]:
+    spec = _gitignore(directory)
+    if spec is not None:
+        specs = [*specs, (directory, spec)]
+    try:
+        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+    except OSError as exc:
+        errors.append(FileError(relative(directory, root), "read",
+                                f"cannot list directory: {exc.strerror or exc}"))
+        return
+    for entry in entries:
+        path = Path(entry.path)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                if (entry.name in SKIP_DIRS or entry.name.endswith(".egg-info")
+                        or _is_environment(path) or _ignored(specs, path, True)):
+                    continue
+                yield from _walk(path, root, specs, errors)
+            elif file_kind(path) is not None and not _ignored(specs, path, False):
+                if entry.is_symlink():
+                    target = path.resolve()
+                    if not target.is_file() or not target.is_relative_to(root):
+                        continue  # dangling, or leaves the scanned tree
+                yield SourcePath(path, relative(path, root), file_kind(path) or "")
+        except OSError as exc:
+            errors.append(FileError(relative(path, root), "read", f"cannot stat: {exc.strerror or exc}"))
+
+
+def discover(paths: Sequence[Path]) -> Discovery:
+    """Files to scan below ``paths``, in a stable order, without duplicates.
+
+    Directories are walked (skipping :data:`SKIP_DIRS`, environments and
+    ``.gitignore``d paths, not following directory symlinks); files named
+    explicitly are scanned if portscan reads their kind. Raises :class:`UsageError`
+    for a path that does not exist.
+    """
+    for path in paths:
+        if not path.exists() and not path.is_symlink():
+            raise UsageError(f"{path}: no such file or directory")
+    root = scan_root(paths)
+    errors: list[FileError] = []
+    seen: set[Path] = set()
+    files: list[SourcePath] = []
+    for path in paths:
+        found = (_walk(path.absolute(), root, [], errors) if path.is_dir()
+                 else [SourcePath(path, relative(path, root), file_kind(path) or "")]
+                 if file_kind(path) is not None else [])
+        for source in found:
+            key = source.path.absolute()
+            if key not in seen:
+                seen.add(key)
+                files.append(source)
+    return Discovery(root, tuple(files), tuple(errors))
+
+
+def first_party_modules(root: Path) -> frozenset[str]:
+    """Top-level modules the project itself provides (at the root and under ``src/``).
+
+    Imports of these are the project's own code, never a third-party package of the
+    same name.
+    """
+    names: set[str] = set()
+    for base in (root, root / "src"):
+        try:
+            entries = list(os.scandir(base))
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name.endswith(".py") and entry.is_file():
+                names.add(entry.name[:-3])
+            elif entry.is_dir() and (Path(entry.path) / "__init__.py").is_file():
+                names.add(entry.name)
+    return frozenset(n for n in names if n.isidentifier())

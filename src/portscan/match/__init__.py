@@ -1,0 +1,18 @@
+"""Matchers: one per file kind, each returning :class:`Match` values for a rule set."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from collections.abc import Mapping
+
+from portscan.ruleset import Rule
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A rule matched the text between character offsets ``start`` and ``end``."""
+
+    rule: Rule
+    start: int
+    end: int
+    variables: Mapping[str, str] = field(default_factory=dict)

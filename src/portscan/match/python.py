@@ -1,0 +1,912 @@
+"""Python matcher: one libcst traversal per file runs every rule at once.
+
+The traversal records scopes with their bindings and the candidate sites each
+pattern kind cares about (dotted names, calls, comparisons, attribute assignments,
+imports). Qualified names are resolved afterwards, only for those candidates, with
+the whole file's bindings known, so a name used above the import that binds it
+resolves the way Python would resolve it at run time.
+
+Resolution follows libcst's ``QualifiedNameProvider`` semantics where they matter:
+flow-insensitive, any import binding of a name counts (``try: import x`` /
+``except ImportError: x = None``), parameters and local assignments shadow imports,
+class bodies are not visible from methods, relative and first-party imports never
+resolve to third-party names, star imports are not resolved.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Sequence
+
+import libcst as cst
+
+from portscan.match import Match
+from portscan.parse import locate
+from portscan.patterns import (
+    AssignPattern,
+    CallPattern,
+    ComparePattern,
+    ImportPattern,
+    Literal,
+    NamePattern,
+    SubprocessPattern,
+    is_at_or_below,
+    name_matches,
+)
+from portscan.ruleset import Rule
+
+_MISSING = object()
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
+_WRAPPERS = frozenset({"sudo", "env", "exec", "nohup", "time", "nice", "stdbuf", "command"})
+_SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "|&", ";;", "$("})
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+_OPERATORS = {
+    cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">",
+    cst.GreaterThanEqual: ">=", cst.Equal: "==", cst.NotEqual: "!=", cst.In: "in",
+    cst.NotIn: "not in", cst.Is: "is", cst.IsNot: "is not",
+}
+_WHITESPACE = re.compile(r"\s+")
+#: Calls that fail on None: numeric and sequence conversions and version parsers.
+_CONVERSIONS = frozenset({"int", "float", "len", "tuple", "list", "sorted", "iter", "parse",
+                          "Version", "LooseVersion", "StrictVersion", "parse_version"})
+MATCHED_MAX = 60
+
+
+# --------------------------------------------------------------------------- scopes
+
+
+class _Scope:
+    """Names bound in one scope. A binding is the imported qualified name, or None
+    for anything else (parameter, assignment, def, class, relative import)."""
+
+    __slots__ = ("parent", "is_class", "bindings", "values", "global_names")
+
+    def __init__(self, parent: _Scope | None, is_class: bool = False) -> None:
+        self.parent = parent
+        self.is_class = is_class
+        self.bindings: dict[str, list[str | None]] = {}
+        #: name -> (assigned expression, tuple-unpack index or None); for light dataflow
+        self.values: dict[str, list[tuple[cst.BaseExpression, int | None]]] = {}
+        self.global_names: set[str] = set()
+
+    def bind(self, name: str, qualified: str | None = None) -> None:
+        self.bindings.setdefault(name, []).append(qualified)
+
+    def lookup(self, name: str) -> _Scope | None:
+        """The scope whose binding of ``name`` a use in this scope sees."""
+        scope: _Scope | None = self
+        if name in self.global_names:
+            while scope is not None and scope.parent is not None:
+                scope = scope.parent
+        first = True
+        while scope is not None:
+            if (first or not scope.is_class) and name in scope.bindings:
+                return scope
+            first = False
+            scope = scope.parent
+        return None
+
+    def qualified(self, parts: Sequence[str]) -> list[str]:
+        """Qualified names a dotted chain ``parts`` can stand for (imports only)."""
+        owner = self.lookup(parts[0])
+        if owner is None:
+            return []
+        rest = ".".join(parts[1:])
+        return sorted({(f"{q}.{rest}" if rest else q)
+                       for q in owner.bindings[parts[0]] if q is not None})
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def dotted(node: cst.BaseExpression) -> tuple[list[cst.BaseExpression], list[str]] | None:
+    """For a pure chain ``a.b.c``: its nodes ``[a, a.b, a.b.c]`` and parts ``[a, b, c]``."""
+    nodes: list[cst.BaseExpression] = []
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        nodes.append(node)
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    nodes.append(node)
+    parts.append(node.value)
+    nodes.reverse()
+    parts.reverse()
+    return nodes, parts
+
+
+def literal(node: cst.BaseExpression) -> object:
+    """The value of a literal expression, or ``_MISSING``. Nothing is evaluated."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else _MISSING
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.Float):
+        return float(node.evaluated_value)
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = literal(node.expression)
+        return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else _MISSING
+    if isinstance(node, (cst.Tuple, cst.List)):
+        items = []
+        for element in node.elements:
+            if not isinstance(element, cst.Element):
+                return _MISSING
+            item = literal(element.value)
+            if item is _MISSING:
+                return _MISSING
+            items.append(item)
+        return tuple(items)
+    return _MISSING
+
+
+def literal_in(value: object, allowed: Sequence[Literal]) -> bool:
+    """Structural equality that keeps ``True`` apart from ``1``."""
+    return any(type(value) is type(a) and value == a for a in allowed) or any(
+        isinstance(value, (int, float)) and not isinstance(value, bool)
+        and isinstance(a, (int, float)) and not isinstance(a, bool) and value == a
+        for a in allowed
+    )
+
+
+def string_text(node: cst.BaseExpression) -> str | None:
+    """Static text of a string literal; f-string placeholders become ``\\0``."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        left, right = string_text(node.left), string_text(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, cst.FormattedString):
+        return "".join(p.value if isinstance(p, cst.FormattedStringText) else "\0"
+                       for p in node.parts)
+    return None
+
+
+def shell_programs(command: str) -> Iterator[str]:
+    """Command words of a shell command line (each command after ``;``, ``&&``, ``|``...)."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        words = command.split()
+    expect_command = True
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _SHELL_OPERATORS or set(word) <= set(";&|()"):
+            expect_command = True
+        elif expect_command:
+            if "=" in word and not word.startswith("-") and word.split("=", 1)[0].isidentifier():
+                pass  # VAR=value prefix
+            elif word in _WRAPPERS or word == "timeout":
+                if word == "timeout" and i + 1 < len(words):
+                    i += 1
+            elif posixpath.basename(word) in _SHELLS and i + 2 < len(words) and words[i + 1] in ("-c", "-lc"):
+                yield from shell_programs(words[i + 2])
+                i += 2
+                expect_command = False
+            else:
+                yield word
+                expect_command = False
+        i += 1
+
+
+def program_name(word: str) -> str | None:
+    base = posixpath.basename(word)
+    return base if base and "\0" not in base else None
+
+
+def source_snippet(module: cst.Module, node: cst.CSTNode) -> str:
+    text = _WHITESPACE.sub(" ", module.code_for_node(node)).strip()
+    return text if len(text) <= MATCHED_MAX else text[: MATCHED_MAX - 1] + "…"
+
+
+# --------------------------------------------------------------------------- index
+
+
+class _Index:
+    """The candidate rules of one file, arranged for lookups by qualified name."""
+
+    def __init__(self, rules: Sequence[Rule]) -> None:
+        self.imports: list[Rule] = []
+        self.names: dict[str, list[Rule]] = {}
+        self.name_wildcards: list[tuple[str, Rule]] = []
+        self.calls: list[Rule] = []
+        self.compares: list[Rule] = []
+        self.assigns: dict[str, list[Rule]] = {}
+        self.spawns: dict[str, list[Rule]] = {}
+        for rule in rules:
+            p = rule.pattern
+            if isinstance(p, ImportPattern):
+                self.imports.append(rule)
+            elif isinstance(p, NamePattern):
+                for name in p.names:
+                    if name.endswith(".*"):
+                        self.name_wildcards.append((name, rule))
+                    else:
+                        self.names.setdefault(name, []).append(rule)
+            elif isinstance(p, CallPattern):
+                self.calls.append(rule)
+            elif isinstance(p, ComparePattern):
+                self.compares.append(rule)
+            elif isinstance(p, AssignPattern):
+                for target in p.targets:
+                    self.assigns.setdefault(target, []).append(rule)
+            elif isinstance(p, SubprocessPattern):
+                for callee in p.callees:
+                    self.spawns.setdefault(callee, []).append(rule)
+        self.wants_calls = bool(self.calls or self.spawns or self.compares)
+
+    def name_rules(self, qualified: str) -> Iterator[Rule]:
+        yield from self.names.get(qualified, ())
+        for pattern, rule in self.name_wildcards:
+            if name_matches(qualified, pattern):
+                yield rule
+
+
+# --------------------------------------------------------------------------- traversal
+
+
+@dataclass(slots=True)
+class _Chain:
+    nodes: list[cst.BaseExpression]
+    parts: list[str]
+    scope: _Scope
+
+
+class _Collector(cst.CSTVisitor):
+    """Single pass: bindings per scope, plus the candidate sites of every kind."""
+
+    def __init__(self, index: _Index, first_party: frozenset[str]) -> None:
+        super().__init__()
+        self.index = index
+        self.first_party = first_party
+        self.module_scope = _Scope(None)
+        self.scope = self.module_scope
+        #: id(node) -> "truth" or "operand" for names whose use is known (default: "other")
+        self.usage: dict[int, str] = {}
+        self.chains: list[_Chain] = []
+        self.calls: list[tuple[cst.Call, _Scope]] = []
+        self.compares: list[tuple[cst.Comparison, _Scope]] = []
+        self.assigns: list[tuple[_Chain, cst.BaseExpression]] = []
+        #: (rule, import statement, imported full name, node to report, name to show)
+        self.import_sites: list[tuple[Rule, cst.CSTNode, str, cst.BaseExpression, str]] = []
+
+    # -- helpers -----------------------------------------------------------------
+
+    def _visit(self, node: cst.CSTNode | None) -> None:
+        if node is not None:
+            node.visit(self)
+
+    def _push(self, is_class: bool = False) -> _Scope:
+        self.scope = _Scope(self.scope, is_class)
+        return self.scope
+
+    def _pop(self) -> None:
+        assert self.scope.parent is not None
+        self.scope = self.scope.parent
+
+    def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression | None,
+                     index: int | None = None) -> None:
+        """Bind the names a store target introduces; visit the loads inside it."""
+        if isinstance(target, cst.Name):
+            self.scope.bind(target.value)
+            if value is not None:
+                self.scope.values.setdefault(target.value, []).append((value, index))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for i, element in enumerate(target.elements):
+                inner = element.value
+                if isinstance(element, cst.StarredElement):
+                    self._bind_target(inner, None)
+                else:
+                    self._bind_target(inner, value if index is None else None, i)
+        elif isinstance(target, cst.StarredElement):
+            self._bind_target(target.value, None)
+        elif isinstance(target, cst.Attribute) and dotted(target) is not None:
+            pass  # a store into a dotted chain loads nothing
+        elif isinstance(target, cst.Attribute):
+            self._visit(target.value)
+        else:
+            self._visit(target)
+
+    def _bind_params(self, params: cst.Parameters) -> None:
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+            self.scope.bind(param.name.value)
+        for star in (params.star_arg, params.star_kwarg):
+            if isinstance(star, cst.Param):
+                self.scope.bind(star.name.value)
+
+    def _visit_param_defaults(self, params: cst.Parameters) -> None:
+        for param in (*params.posonly_params, *params.params, *params.kwonly_params,
+                      params.star_arg, params.star_kwarg):
+            if isinstance(param, cst.Param):
+                if param.annotation is not None:
+                    self._visit(param.annotation.annotation)
+                self._visit(param.default)
+
+    def _mark_operand(self, expr: cst.BaseExpression) -> None:
+        """Record a name that is operated on (``x[0]``, ``x + y``, ``x < y``, ``int(x)``)."""
+        if isinstance(expr, (cst.Name, cst.Attribute)):
+            self.usage.setdefault(id(expr), "operand")
+
+    def _mark_test(self, expr: cst.BaseExpression) -> None:
+        """Record names used only for their truth value (``if x``, ``not x``, ``x is None``)."""
+        while True:
+            if isinstance(expr, (cst.Name, cst.Attribute)):
+                self.usage[id(expr)] = "truth"
+                return
+            if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+                expr = expr.expression
+            elif isinstance(expr, cst.BooleanOperation):
+                self._mark_test(expr.left)
+                expr = expr.right
+            elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name)
+                  and expr.func.value == "bool" and len(expr.args) == 1):
+                expr = expr.args[0].value
+            else:
+                return
+
+    def _is_first_party(self, dotted_name: str) -> bool:
+        return dotted_name.split(".", 1)[0] in self.first_party
+
+    # -- scopes and bindings -----------------------------------------------------
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        for decorator in node.decorators:
+            self._visit(decorator.decorator)
+        self._visit_param_defaults(node.params)
+        if node.returns is not None:
+            self._visit(node.returns.annotation)
+        self.scope.bind(node.name.value)
+        self._push()
+        self._bind_params(node.params)
+        self._visit(node.body)
+        self._pop()
+        return False
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        self._visit_param_defaults(node.params)
+        self._push()
+        self._bind_params(node.params)
+        self._visit(node.body)
+        self._pop()
+        return False
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        for decorator in node.decorators:
+            self._visit(decorator.decorator)
+        for arg in (*node.bases, *node.keywords):
+            self._visit(arg.value)
+        self.scope.bind(node.name.value)
+        self._push(is_class=True)
+        self._visit(node.body)
+        self._pop()
+        return False
+
+    def _visit_comprehension(self, for_in: cst.CompFor, *results: cst.BaseExpression) -> bool:
+        self._push()
+        comp: cst.CompFor | None = for_in
+        while comp is not None:
+            self._bind_target(comp.target, None)
+            self._visit(comp.iter)
+            for condition in comp.ifs:
+                self._mark_test(condition.test)
+                self._visit(condition.test)
+            comp = comp.inner_for_in
+        for result in results:
+            self._visit(result)
+        self._pop()
+        return False
+
+    def visit_ListComp(self, node: cst.ListComp) -> bool:
+        return self._visit_comprehension(node.for_in, node.elt)
+
+    def visit_SetComp(self, node: cst.SetComp) -> bool:
+        return self._visit_comprehension(node.for_in, node.elt)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> bool:
+        return self._visit_comprehension(node.for_in, node.elt)
+
+    def visit_DictComp(self, node: cst.DictComp) -> bool:
+        return self._visit_comprehension(node.for_in, node.key, node.value)
+
+    def visit_Global(self, node: cst.Global) -> bool:
+        self.scope.global_names.update(item.name.value for item in node.names)
+        return False
+
+    def visit_Nonlocal(self, node: cst.Nonlocal) -> bool:
+        return False
+
+    def visit_Del(self, node: cst.Del) -> bool:
+        return False
+
+    def visit_Assign(self, node: cst.Assign) -> bool:
+        if any(isinstance(t.target, (cst.Tuple, cst.List)) for t in node.targets):
+            self._mark_operand(node.value)  # unpacking iterates the value
+        self._visit(node.value)
+        for target in node.targets:
+            self._store(target.target, node.value)
+        return False
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
+        self._visit(node.annotation.annotation)
+        self._visit(node.value)
+        self._store(node.target, node.value)
+        return False
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> bool:
+        self._visit(node.value)
+        if isinstance(node.target, cst.Name):
+            self.scope.bind(node.target.value)
+        elif dotted(node.target) is None:
+            self._visit(node.target)
+        return False
+
+    def _store(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
+        chain = dotted(target) if isinstance(target, cst.Attribute) else None
+        if chain is not None and value is not None and self.index.assigns:
+            self.assigns.append((_Chain(chain[0], chain[1], self.scope), value))
+        self._bind_target(target, value)
+
+    def visit_For(self, node: cst.For) -> bool:
+        self._mark_operand(node.iter)
+        self._visit(node.iter)
+        self._bind_target(node.target, None)
+        self._visit(node.body)
+        self._visit(node.orelse)
+        return False
+
+    def visit_WithItem(self, node: cst.WithItem) -> bool:
+        self._visit(node.item)
+        if node.asname is not None:
+            self._bind_target(node.asname.name, None)
+        return False
+
+    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+        self._visit(node.type)
+        if node.name is not None:
+            self._bind_target(node.name.name, None)
+        self._visit(node.body)
+        return False
+
+    def visit_ExceptStarHandler(self, node: cst.ExceptStarHandler) -> bool:
+        self._visit(node.type)
+        if node.name is not None:
+            self._bind_target(node.name.name, None)
+        self._visit(node.body)
+        return False
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
+        self._visit(node.value)
+        self._bind_target(node.target, node.value)
+        return False
+
+    # -- imports -------------------------------------------------------------------
+
+    def visit_Import(self, node: cst.Import) -> bool:
+        for alias in node.names:
+            full = alias.evaluated_name
+            local = self._is_first_party(full)
+            if alias.asname is not None:
+                self.scope.bind(alias.evaluated_alias or full, None if local else full)
+            else:
+                top = full.split(".", 1)[0]
+                self.scope.bind(top, None if local else top)
+            if not local:
+                for rule in self._import_rules(full):
+                    self.import_sites.append((rule, node, full, alias.name, full))
+        return False
+
+    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
+        relative = bool(node.relative)
+        module = "" if node.module is None else cst.helpers.get_full_name_for_node(node.module) or ""
+        local = relative or module == "__future__" or self._is_first_party(module)
+        if isinstance(node.names, cst.ImportStar):
+            if not local:
+                for rule in self._import_rules(module):
+                    self.import_sites.append((rule, node, module, node.module, module))  # type: ignore[arg-type]
+            return False
+        for alias in node.names:
+            name = alias.evaluated_name
+            full = f"{module}.{name}" if module else name
+            self.scope.bind(alias.evaluated_alias or name, None if local else full)
+            if not local:
+                for rule in self._import_rules(full):
+                    assert isinstance(rule.pattern, ImportPattern)
+                    if node.module is not None and any(
+                            is_at_or_below(module, m) for m in rule.pattern.modules):
+                        self.import_sites.append((rule, node, full, node.module, module))
+                    else:
+                        self.import_sites.append((rule, node, full, alias.name, full))
+        return False
+
+    def _import_rules(self, full: str) -> Iterator[Rule]:
+        for rule in self.index.imports:
+            assert isinstance(rule.pattern, ImportPattern)
+            if any(is_at_or_below(full, m) for m in rule.pattern.modules):
+                yield rule
+
+    # -- expressions ---------------------------------------------------------------
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        chain = dotted(node)
+        if chain is None:
+            self._visit(node.value)
+        else:
+            self.chains.append(_Chain(chain[0], chain[1], self.scope))
+        return False
+
+    def visit_Name(self, node: cst.Name) -> bool:
+        self.chains.append(_Chain([node], [node.value], self.scope))
+        return False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        func = node.func
+        callee = func.value if isinstance(func, cst.Name) else (
+            func.attr.value if isinstance(func, cst.Attribute) else "")
+        if callee == "bool" and len(node.args) == 1:
+            self._mark_test(node)
+        elif callee in _CONVERSIONS and node.args and not node.args[0].star:
+            self._mark_operand(node.args[0].value)
+        if self.index.wants_calls:
+            self.calls.append((node, self.scope))
+        self._visit(node.func)
+        for arg in node.args:
+            self._visit(arg.value)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        self._visit(node.value)
+        return False
+
+    def visit_Comparison(self, node: cst.Comparison) -> bool:
+        left = node.left
+        for target in node.comparisons:
+            op = _OPERATORS.get(type(target.operator))
+            right = target.comparator
+            if op in ("is", "is not", "==", "!="):
+                for side, other in ((left, right), (right, left)):
+                    if op in ("==", "!=") or (isinstance(other, cst.Name) and other.value == "None"):
+                        self._mark_test(side)
+            elif op in ("in", "not in"):
+                self._mark_test(left)
+                self._mark_operand(right)
+            else:
+                self._mark_operand(left)
+                self._mark_operand(right)
+            left = right
+        if self.index.compares:
+            self.compares.append((node, self.scope))
+        return True
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> bool:
+        if isinstance(node.operator, cst.Not):
+            self._mark_test(node.expression)
+        else:
+            self._mark_operand(node.expression)
+        return True
+
+    def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
+        if isinstance(node.operator, cst.Or):
+            self._mark_test(node.left)  # `x or default`: a falsy x is replaced
+        return True
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
+        formatting = isinstance(node.operator, cst.Modulo) and string_text(node.left) is not None
+        self._mark_operand(node.left)
+        if not formatting:  # "%s" % x prints None happily
+            self._mark_operand(node.right)
+        return True
+
+    def visit_Subscript(self, node: cst.Subscript) -> bool:
+        self._mark_operand(node.value)
+        return True
+
+    def visit_StarredElement(self, node: cst.StarredElement) -> bool:
+        self._mark_operand(node.value)
+        return True
+
+    def visit_If(self, node: cst.If) -> bool:
+        self._mark_test(node.test)
+        return True
+
+    def visit_While(self, node: cst.While) -> bool:
+        self._mark_test(node.test)
+        return True
+
+    def visit_IfExp(self, node: cst.IfExp) -> bool:
+        self._mark_test(node.test)
+        return True
+
+    def visit_Assert(self, node: cst.Assert) -> bool:
+        self._mark_test(node.test)
+        return True
+
+
+# --------------------------------------------------------------------------- matching
+
+
+class _Resolver:
+    """Turns the collected candidates into hits, now that every binding is known."""
+
+    def __init__(self, module: cst.Module, collector: _Collector) -> None:
+        self.module = module
+        self.c = collector
+        #: (rule, site key, node to report, variables)
+        self.hits: list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]] = []
+
+    def run(self) -> None:
+        self._imports()
+        self._names()
+        self._calls()
+        self._compares()
+        self._assigns()
+
+    def _hit(self, rule: Rule, site: object, node: cst.BaseExpression, **variables: str) -> None:
+        self.hits.append((rule, site, node, variables))
+
+    def _imports(self) -> None:
+        for rule, stmt, full, node, shown in self.c.import_sites:
+            self._hit(rule, (id(stmt), full), node, module=shown)
+
+    def _names(self) -> None:
+        index = self.c.index
+        if not (index.names or index.name_wildcards):
+            return
+        for chain in self.c.chains:
+            for base in chain.scope.qualified(chain.parts[:1]):
+                done: set[str] = set()
+                for j in range(len(chain.parts), 0, -1):
+                    qualified = ".".join([base, *chain.parts[1:j]])
+                    node = chain.nodes[j - 1]
+                    usage = ("operand" if j < len(chain.parts)  # x.attr: attribute of the value
+                             else self.c.usage.get(id(node), "other"))
+                    for rule in index.name_rules(qualified):
+                        assert isinstance(rule.pattern, NamePattern)
+                        if rule.code in done or rule.pattern.usage not in ("any", usage):
+                            continue
+                        done.add(rule.code)
+                        self._hit(rule, id(node), node, name=qualified)
+
+    def _callee_names(self, call: cst.Call, scope: _Scope) -> list[str]:
+        chain = dotted(call.func)
+        return scope.qualified(chain[1]) if chain is not None else []
+
+    def _calls(self) -> None:
+        index = self.c.index
+        for call, scope in self.c.calls:
+            names = self._callee_names(call, scope)
+            if not names:
+                continue
+            for rule in index.calls:
+                assert isinstance(rule.pattern, CallPattern)
+                name = next((n for n in names for c in rule.pattern.callees if name_matches(n, c)), None)
+                if name is not None and all(_arg_ok(call, cond) for cond in rule.pattern.args):
+                    self._hit(rule, id(call), call, name=name)
+            for name in names:
+                for rule in index.spawns.get(name, ()):
+                    self._spawn(rule, name, call, scope)
+
+    def _spawn(self, rule: Rule, callee: str, call: cst.Call, scope: _Scope) -> None:
+        assert isinstance(rule.pattern, SubprocessPattern)
+        position = 1 if callee.startswith("os.spawn") else 0
+        command = _argument(call, position, "args")
+        if command is None:
+            return
+        for word, node in self._commands(command, scope, 0):
+            program = program_name(word)
+            if program in rule.pattern.programs:
+                self._hit(rule, id(node), node, program=program)
+
+    def _commands(self, expr: cst.BaseExpression, scope: _Scope, depth: int,
+                  report: cst.BaseExpression | None = None
+                  ) -> Iterator[tuple[str, cst.BaseExpression]]:
+        """Program words of a command: a string, an argv list, ``shlex.split(...)``, or a
+        name bound to one of those (then reported at the name, where the call uses it)."""
+        text = string_text(expr)
+        if text is not None:
+            for program in shell_programs(text):
+                yield program, report or expr
+        elif isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
+            first = expr.elements[0]
+            word = string_text(first.value) if isinstance(first, cst.Element) else None
+            if word is None:
+                return
+            rest = [string_text(e.value) if isinstance(e, cst.Element) else None
+                    for e in expr.elements[1:3]]
+            if posixpath.basename(word) in _SHELLS and len(rest) == 2 and rest[0] in ("-c", "-lc"):
+                yield from self._commands(expr.elements[2].value, scope, depth + 1, report)
+            else:
+                yield word, report or first.value
+        elif isinstance(expr, cst.Call) and "shlex.split" in self._callee_names(expr, scope):
+            inner = _argument(expr, 0, "s")
+            if inner is not None:
+                yield from self._commands(inner, scope, depth + 1, report)
+        elif isinstance(expr, cst.Name) and depth < 3:
+            for (value, unpack), owner in _values(scope, expr.value):
+                if unpack is None:
+                    yield from self._commands(value, owner, depth + 1, report or expr)
+
+    def _compares(self) -> None:
+        for comparison, scope in self.c.compares:
+            left = comparison.left
+            for target in comparison.comparisons:
+                op = _OPERATORS.get(type(target.operator), "")
+                right = target.comparator
+                for operand, other, flipped in ((left, right, False), (right, left, True)):
+                    source = self._operand_source(operand, scope, 0)
+                    if source is not None:
+                        self._compare_hits(comparison, op, flipped, other, *source)
+                left = right
+
+    def _operand_source(self, expr: cst.BaseExpression, scope: _Scope,
+                        depth: int) -> tuple[list[str], tuple[str, object] | None] | None:
+        """``f()``, ``f()[i]``, ``f().attr``, or a local name bound to one of those."""
+        accessor: tuple[str, object] | None = None
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+            index = expr.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                accessor = ("index", int(index.value.evaluated_value))
+                expr = expr.value
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, (cst.Call, cst.Name)):
+            accessor = ("attr", expr.attr.value)
+            expr = expr.value
+        if isinstance(expr, cst.Call):
+            names = self._callee_names(expr, scope)
+            return (names, accessor) if names else None
+        if isinstance(expr, cst.Name) and depth < 2:
+            for value, owner in _values(scope, expr.value):
+                value_expr, unpack = value
+                inner = self._operand_source(value_expr, owner, depth + 1)
+                if inner is None:
+                    continue
+                names, inner_accessor = inner
+                if unpack is not None:
+                    if inner_accessor is not None:
+                        continue
+                    inner_accessor = ("index", unpack)
+                if accessor is not None and inner_accessor is not None:
+                    continue
+                return names, accessor or inner_accessor
+        return None
+
+    def _compare_hits(self, comparison: cst.Comparison, op: str, flipped: bool,
+                      other: cst.BaseExpression, names: list[str],
+                      accessor: tuple[str, object] | None) -> None:
+        if flipped:
+            op = _FLIP.get(op, op)
+            if op in ("in", "not in"):
+                op = "contains" if op == "in" else "not contains"
+        value = literal(other)
+        for rule in self.c.index.compares:
+            p = rule.pattern
+            assert isinstance(p, ComparePattern)
+            name = next((n for n in names for c in p.callees if name_matches(n, c)), None)
+            if name is None:
+                continue
+            if p.attributes:
+                if accessor is None or accessor[0] != "attr" or accessor[1] not in p.attributes:
+                    continue
+            elif accessor is not None and accessor[0] == "attr":
+                continue
+            wanted_op = {"contains": "in", "not contains": "not in"}.get(op, op)
+            if p.operators and wanted_op not in p.operators:
+                continue
+            if p.values:
+                if value is _MISSING:
+                    continue
+                if op in ("in", "not in") and isinstance(value, tuple):
+                    if not any(literal_in(item, p.values) for item in value):
+                        continue
+                elif not literal_in(value, p.values):
+                    continue
+            self._hit(rule, id(comparison), comparison, name=name,
+                      value=source_snippet(self.module, other))
+
+    def _assigns(self) -> None:
+        for chain, value in self.c.assigns:
+            for qualified in chain.scope.qualified(chain.parts):
+                for rule in self.c.index.assigns.get(qualified, ()):
+                    assert isinstance(rule.pattern, AssignPattern)
+                    if rule.pattern.values and not literal_in(literal(value), rule.pattern.values):
+                        continue
+                    node = chain.nodes[-1]
+                    self._hit(rule, id(node), node, name=qualified,
+                              value=source_snippet(self.module, value))
+
+
+def _values(scope: _Scope, name: str) -> Iterator[tuple[tuple[cst.BaseExpression, int | None], _Scope]]:
+    owner = scope.lookup(name)
+    if owner is not None and all(q is None for q in owner.bindings[name]):
+        for value in owner.values.get(name, ()):
+            yield value, owner
+
+
+def _argument(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None:
+    if keyword is not None:
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                return arg.value
+    if position is not None:
+        positional = 0
+        for arg in call.args:
+            if arg.star:
+                return None  # *args hides which argument sits at this position
+            if arg.keyword is not None:
+                continue
+            if positional == position:
+                return arg.value
+            positional += 1
+    return None
+
+
+def _arg_ok(call: cst.Call, cond) -> bool:
+    value = _argument(call, cond.position, cond.keyword)
+    if cond.present is not None:
+        if value is None and any(arg.star == "**" for arg in call.args):
+            return False  # **kwargs might carry it: don't guess
+        return (value is not None) == cond.present
+    if value is None:
+        return False
+    if cond.equals:
+        return literal_in(literal(value), cond.equals)
+    if cond.regex is not None:
+        text = string_text(value)
+        return text is not None and cond.regex.search(text) is not None
+    if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
+        for element in value.elements:
+            item = element.value
+            if isinstance(item, cst.Tuple) and item.elements:
+                item = item.elements[0].value  # ORT's ("Provider", {options}) form
+            if literal_in(literal(item), cond.contains):
+                return True
+    return False
+
+
+def _drop_superseded(hits: list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]]
+                     ) -> list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]]:
+    superseded = {(code, site) for rule, site, _, _ in hits for code in rule.supersedes}
+    return [hit for hit in hits if (hit[0].code, hit[1]) not in superseded]
+
+
+def match_python(module: cst.Module, rules: Sequence[Rule],
+                 first_party: frozenset[str] = frozenset()) -> list[Match]:
+    """Every match of ``rules`` in a parsed module, located by character offsets."""
+    index = _Index(rules)
+    collector = _Collector(index, first_party)
+    module.visit(collector)
+    resolver = _Resolver(module, collector)
+    resolver.run()
+    hits = _drop_superseded(resolver.hits)
+    reports = _report_nodes(hits)
+    offsets = locate(module, (node for _, node, _ in reports))
+    matches = []
+    for rule, node, variables in reports:
+        start, end = offsets[id(node)]
+        variables.setdefault("matched", source_snippet(module, node))
+        matches.append(Match(rule, start, end, variables))
+    return matches
+
+
+def _report_nodes(hits: Iterable[tuple[Rule, object, cst.BaseExpression, dict[str, str]]]
+                  ) -> list[tuple[Rule, cst.BaseExpression, dict[str, str]]]:
+    """One report per rule and site; imports: one per statement and rule, placed on
+    the ``from`` module when the module itself falls under the rule."""
+    reports: list[tuple[Rule, cst.BaseExpression, dict[str, str]]] = []
+    seen: set[tuple[str, object]] = set()
+    for rule, site, node, variables in hits:
+        # an import site is (statement, imported name): report once per statement
+        key = (rule.code, site[0] if isinstance(site, tuple) else site)
+        if key in seen:
+            continue
+        seen.add(key)
+        reports.append((rule, node, variables))
+    return reports

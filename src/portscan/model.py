@@ -1,0 +1,91 @@
+"""Value types shared by every stage: severities, spans, findings and scan results.
+
+Everything here is a frozen dataclass or a string enum, so results can be compared,
+sorted, hashed and sent across process boundaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Severity(str, Enum):
+    """How a pattern behaves on a PyTorch ROCm build."""
+
+    ERROR = "error"  #: fails on ROCm (ImportError, build failure, crash, GPU silently unused)
+    WARNING = "warning"  #: runs, but differs, is slower, or needs another package
+    INFO = "info"  #: works unchanged; worth knowing
+
+    @property
+    def rank(self) -> int:
+        """Higher is more severe; used for sorting and thresholds."""
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+class Confidence(str, Enum):
+    """How well the rule's ROCm claim is sourced."""
+
+    HIGH = "high"  #: stated directly by an official source
+    MEDIUM = "medium"  #: supported by code, issues or PRs, or version-dependent
+    LOW = "low"  #: inference or a single community report
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A source range. Lines and columns are 1-based; ``end_column`` is exclusive."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One rule matched at one place in one file."""
+
+    rule: str  #: stable code, e.g. ``PS401``
+    name: str  #: the rule's short kebab-case name
+    severity: Severity
+    category: str
+    confidence: Confidence
+    path: str  #: relative to the scan root, ``/`` separators
+    span: Span
+    message: str
+    rewrite: str  #: the suggested ROCm-safe rewrite, as prose
+    references: tuple[str, ...]
+
+    def sort_key(self) -> tuple[str, int, int, str]:
+        return (self.path, self.span.line, self.span.column, self.rule)
+
+
+@dataclass(frozen=True, slots=True)
+class FileError:
+    """A file that could not be scanned, and why. The scan goes on without it."""
+
+    path: str
+    kind: str  #: ``read``, ``decode``, ``binary``, ``parse`` or ``internal``
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileResult:
+    """What scanning one file produced: findings, or an error."""
+
+    path: str
+    findings: tuple[Finding, ...] = ()
+    error: FileError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """The outcome of one ``portscan scan`` run."""
+
+    root: str  #: absolute path that finding paths are relative to
+    files_scanned: int
+    findings: tuple[Finding, ...] = field(default_factory=tuple)
+    errors: tuple[FileError, ...] = field(default_factory=tuple)

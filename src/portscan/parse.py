@@ -1,0 +1,202 @@
+"""Reading, decoding and parsing source files, and locating CST nodes in them.
+
+Failures are values: :class:`SourceError` carries the kind and a message a user can
+act on, and the caller turns it into a per-file error without stopping the scan.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import io
+import re
+import tokenize
+from contextlib import nullcontext
+from pathlib import Path
+from collections.abc import Iterable
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+from portscan.model import Span
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+_PY2_HINTS = re.compile(
+    r"^[ \t]*(print[ \t]+[\"'\w]|print[ \t]*>>|exec[ \t]+[\"']|except[ \t]+[\w.]+[ \t]*,[ \t]*\w+[ \t]*:)",
+    re.MULTILINE,
+)
+_NULL = nullcontext()
+
+
+class SourceError(Exception):
+    """A file that cannot be scanned. ``kind`` is read, binary, decode or parse."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+def read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise SourceError("read", f"cannot read file: {exc.strerror or exc}") from None
+
+
+def decode_python(data: bytes) -> str:
+    """Decode as Python does: BOM, then a PEP 263 coding cookie, else UTF-8."""
+    if b"\x00" in data:
+        raise SourceError("binary", "binary content (NUL bytes) in a source file")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise SourceError("decode", f"bad encoding declaration: {exc.msg}") from None
+    try:
+        return data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise SourceError("decode", f"cannot decode as {encoding}: {exc}") from None
+
+
+#: Past these, a file is first checked with CPython's own parser (see check_nesting).
+MAX_BRACKET_DEPTH = 100
+MAX_CONTINUED_LINES = 3000
+MAX_LINE_LENGTH = 10_000
+_NESTING_CHARS = re.compile(r"[^()\[\]{}\n\\]+")
+
+
+def nesting(text: str) -> tuple[int, int]:
+    """Approximate (bracket depth, longest multi-line statement in lines); brackets
+    inside strings count too, so this is an upper bound, cheap enough for every file."""
+    depth = max_depth = run = max_run = 0
+    previous = ""
+    for char in _NESTING_CHARS.sub("", text):
+        if char == "\n":
+            if depth or previous == "\\":
+                run += 1
+                max_run = max(max_run, run)
+            else:
+                run = 0
+        elif char in "([{":
+            depth += 1
+            max_depth = max(max_depth, depth)
+        elif char != "\\" and depth:
+            depth -= 1
+        previous = char
+    return max_depth, max_run
+
+
+def check_nesting(text: str) -> None:
+    """Refuse input that would overflow the native parser's stack.
+
+    libcst's parser recurses natively and crashes the process (it cannot raise) on
+    code nested a couple of thousand levels deep. CPython's parser fails cleanly
+    there, and everything it accepts is shallow enough for libcst, so suspicious
+    files are parsed by CPython first.
+    """
+    depth, run = nesting(text)
+    longest = max(map(len, _NEWLINE.split(text)), default=0)
+    if depth <= MAX_BRACKET_DEPTH and run <= MAX_CONTINUED_LINES and longest <= MAX_LINE_LENGTH:
+        return
+    try:
+        compile(text, "<portscan>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (SyntaxError, RecursionError, MemoryError, ValueError) as exc:
+        reason = exc.msg if isinstance(exc, SyntaxError) else type(exc).__name__
+        raise SourceError("parse", f"code nested too deeply to parse safely ({reason})") from None
+
+
+def parse_python(text: str) -> cst.Module:
+    """Parse with libcst; a syntax error becomes a :class:`SourceError`."""
+    check_nesting(text)
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:
+        hint = " (this looks like Python 2 code)" if _PY2_HINTS.search(text) else ""
+        raise SourceError(
+            "parse",
+            f"syntax error at line {exc.raw_line}, column {exc.raw_column + 1}: "
+            f"{exc.message}{hint}",
+        ) from None
+    except RecursionError:
+        raise SourceError("parse", "expression nesting too deep to parse") from None
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as Python's tokenizer sees them (only \\r\\n, \\r and \\n end a line)."""
+    return _NEWLINE.split(text)
+
+
+class LineIndex:
+    """Converts character offsets in a text into 1-based (line, column) pairs."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        line = bisect.bisect_right(self.starts, offset) - 1
+        return line + 1, offset - self.starts[line] + 1
+
+    def span(self, start: int, end: int) -> Span:
+        line, column = self.position(start)
+        end_line, end_column = self.position(end)
+        return Span(line, column, end_line, end_column)
+
+
+class _Recorder:
+    __slots__ = ("state", "node", "start")
+
+    def __init__(self, state: _OffsetState, node: cst.CSTNode) -> None:
+        self.state = state
+        self.node = node
+        self.start = 0
+
+    def __enter__(self) -> None:
+        self.start = self.state.offset
+
+    def __exit__(self, *exc: object) -> None:
+        self.state.found[id(self.node)] = (self.start, self.state.offset)
+
+
+class _OffsetState(CodegenState):
+    """Code generation that only counts characters and records the wanted nodes.
+
+    libcst's ``PositionProvider`` computes a range for every node of the module; the
+    matchers need a handful, so this tracks one integer and records just those.
+    """
+
+    __slots__ = ("offset", "wanted", "found")
+
+    def __init__(self, module: cst.Module, wanted: set[int]) -> None:
+        super().__init__(default_indent=module.default_indent,
+                         default_newline=module.default_newline)
+        self.offset = 0
+        self.wanted = wanted
+        self.found: dict[int, tuple[int, int]] = {}
+
+    def add_token(self, value: str) -> None:
+        self.offset += len(value)
+
+    def add_indent_tokens(self) -> None:
+        for token in self.indent_tokens:
+            self.offset += len(token)
+
+    def pop_trailing_newline(self) -> None:
+        pass
+
+    def record_syntactic_position(self, node: cst.CSTNode, *, start_node: cst.CSTNode | None = None,
+                                  end_node: cst.CSTNode | None = None):  # type: ignore[override]
+        return _Recorder(self, node) if id(node) in self.wanted else _NULL
+
+
+def locate(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[int, int]]:
+    """Character offsets ``(start, end)`` of expression nodes, keyed by ``id(node)``.
+
+    Ranges exclude surrounding parentheses and whitespace, like libcst's
+    ``PositionProvider``. Only expression nodes are recorded.
+    """
+    wanted = {id(node) for node in nodes}
+    if not wanted:
+        return {}
+    state = _OffsetState(module, wanted)
+    module._codegen(state)
+    return state.found

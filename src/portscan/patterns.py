@@ -1,0 +1,356 @@
+"""The closed set of match kinds a rule file may use, parsed strictly from TOML.
+
+Each pattern is a frozen value that knows three things: how to read itself from a
+``[match]`` table (unknown keys are errors), which message variables it provides,
+and which literal tokens a file must contain for the pattern to possibly match
+(the prefilter that lets portscan skip parsing most files).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+Literal = str | int | float | bool | tuple  # a literal value compared structurally
+
+_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+
+COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in")
+USAGES = ("any", "truth", "operand", "other")
+
+#: Calls that start a process; their first argument is a command line or argv list.
+DEFAULT_SPAWN_CALLEES = (
+    "subprocess.run",
+    "subprocess.call",
+    "subprocess.check_call",
+    "subprocess.check_output",
+    "subprocess.Popen",
+    "subprocess.getoutput",
+    "subprocess.getstatusoutput",
+    "os.system",
+    "os.popen",
+    "os.execv",
+    "os.execvp",
+    "os.execvpe",
+    "os.execl",
+    "os.execlp",
+    "os.spawnv",
+    "os.spawnvp",
+    "os.spawnl",
+    "os.spawnlp",
+    "asyncio.create_subprocess_exec",
+    "asyncio.create_subprocess_shell",
+)
+
+
+class PatternError(ValueError):
+    """A ``[match]`` table is malformed; ``key`` names the offending key."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+class TableReader:
+    """Reads typed values out of one TOML table and rejects keys nobody asked for."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        if not isinstance(data, dict):
+            raise PatternError(where, "expected a table")
+        self.data = data
+        self.where = where
+        self.seen: set[str] = set()
+
+    def key(self, name: str) -> str:
+        return f"{self.where}.{name}" if self.where else name
+
+    def has(self, name: str) -> bool:
+        return name in self.data
+
+    def raw(self, name: str, required: bool) -> Any:
+        self.seen.add(name)
+        if name not in self.data:
+            if required:
+                raise PatternError(self.key(name), "missing required key")
+            return None
+        return self.data[name]
+
+    def text(self, name: str, required: bool = True, default: str = "") -> str:
+        value = self.raw(name, required)
+        if value is None:
+            return default
+        if not isinstance(value, str) or (required and not value.strip()):
+            raise PatternError(self.key(name), "expected a non-empty string")
+        return value
+
+    def choice(self, name: str, choices: tuple[str, ...], default: str | None = None) -> str:
+        value = self.raw(name, default is None)
+        if value is None:
+            assert default is not None
+            return default
+        if value not in choices:
+            raise PatternError(self.key(name), f"expected one of {', '.join(choices)}; got {value!r}")
+        return value
+
+    def texts(self, name: str, required: bool = True, check: re.Pattern[str] | None = None,
+              what: str = "string") -> tuple[str, ...]:
+        value = self.raw(name, required)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise PatternError(self.key(name), f"expected a non-empty list of {what}s")
+        if check is not None:
+            for item in value:
+                if not check.match(item):
+                    raise PatternError(self.key(name), f"{item!r} is not a valid {what}")
+        return tuple(value)
+
+    def dotted(self, name: str, required: bool = True, wildcard: bool = False) -> tuple[str, ...]:
+        value = self.raw(name, required)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise PatternError(self.key(name), "expected a non-empty list of dotted names")
+        for item in value:
+            base = item[:-2] if wildcard and item.endswith(".*") else item
+            if not _DOTTED.match(base):
+                raise PatternError(self.key(name), f"{item!r} is not a dotted name")
+        return tuple(value)
+
+    def regex(self, name: str) -> re.Pattern[str] | None:
+        value = self.raw(name, False)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            raise PatternError(self.key(name), "expected a regular expression string")
+        try:
+            return re.compile(value)
+        except re.error as exc:
+            raise PatternError(self.key(name), f"invalid regular expression: {exc}") from None
+
+    def literals(self, name: str) -> tuple[Literal, ...]:
+        value = self.raw(name, False)
+        if value is None:
+            return ()
+        if not isinstance(value, list) or not value:
+            raise PatternError(self.key(name), "expected a non-empty list of literal values")
+        return tuple(to_literal(v, self.key(name)) for v in value)
+
+    def finish(self) -> None:
+        unknown = sorted(set(self.data) - self.seen)
+        if unknown:
+            raise PatternError(self.key(unknown[0]), "unknown key")
+
+
+def to_literal(value: Any, key: str) -> Literal:
+    """TOML value -> the Python literal it stands for (arrays become tuples)."""
+    if isinstance(value, (str, bool, int, float)):
+        return value
+    if isinstance(value, list):
+        return tuple(to_literal(v, key) for v in value)
+    raise PatternError(key, f"{value!r} is not a string, number, boolean or array")
+
+
+def name_matches(qualified: str, pattern: str) -> bool:
+    """``torch.version.cuda`` matches itself; ``apex.amp.*`` matches names below ``apex.amp``."""
+    if pattern.endswith(".*"):
+        return qualified.startswith(pattern[:-1])
+    return qualified == pattern
+
+
+def is_at_or_below(name: str, module: str) -> bool:
+    """``apex.amp.handle`` is below ``apex``; ``apex_utils`` is not."""
+    return name == module or name.startswith(module + ".")
+
+
+def _segments(names: tuple[str, ...]) -> tuple[frozenset[str], ...]:
+    return tuple(frozenset(n.removesuffix(".*").split(".")) for n in names)
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPattern:
+    """``import m``, ``import m.sub as x``, ``from m import n``, ``from p import m``."""
+
+    kind: ClassVar[str] = "import"
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "module"})
+    modules: tuple[str, ...]
+
+    @classmethod
+    def read(cls, r: TableReader) -> ImportPattern:
+        return cls(modules=r.dotted("modules"))
+
+    def token_sets(self) -> tuple[frozenset[str], ...]:
+        return _segments(self.modules)
+
+
+@dataclass(frozen=True, slots=True)
+class NamePattern:
+    """A use of a qualified name, resolved through import aliases."""
+
+    kind: ClassVar[str] = "name"
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
+    names: tuple[str, ...]
+    #: ``truth``: only its truth value is used (``if x``, ``x is None``, ``x == "12.1"``);
+    #: ``operand``: operated on, which raises on None (``x.split()``, ``x[0]``, ``x >= "11"``,
+    #: ``int(x)``, ``x + y``, iteration); ``other``: passed, formatted, assigned, returned.
+    usage: str = "any"
+
+    @classmethod
+    def read(cls, r: TableReader) -> NamePattern:
+        return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"))
+
+    def token_sets(self) -> tuple[frozenset[str], ...]:
+        return _segments(self.names)
+
+
+@dataclass(frozen=True, slots=True)
+class ArgCondition:
+    """A constraint on one argument, found by keyword or by position (0-based)."""
+
+    keyword: str | None
+    position: int | None
+    equals: tuple[Literal, ...] = ()
+    contains: tuple[Literal, ...] = ()
+    present: bool | None = None
+    regex: re.Pattern[str] | None = None  #: searched in a string-literal argument
+
+    @classmethod
+    def read(cls, r: TableReader) -> ArgCondition:
+        keyword = r.raw("keyword", False)
+        position = r.raw("position", False)
+        if keyword is None and position is None:
+            raise PatternError(r.where, "an argument condition needs `keyword`, `position` or both")
+        if keyword is not None and (not isinstance(keyword, str) or not keyword.isidentifier()):
+            raise PatternError(r.key("keyword"), "expected an identifier")
+        if position is not None and (isinstance(position, bool) or not isinstance(position, int)
+                                     or position < 0):
+            raise PatternError(r.key("position"), "expected an integer >= 0")
+        present = r.raw("present", False)
+        if present is not None and not isinstance(present, bool):
+            raise PatternError(r.key("present"), "expected true or false")
+        condition = cls(keyword, position, r.literals("equals"), r.literals("contains"), present,
+                        r.regex("regex"))
+        given = sum((bool(condition.equals), bool(condition.contains), present is not None,
+                     condition.regex is not None))
+        if given != 1:
+            raise PatternError(r.where, "give exactly one of `equals`, `contains`, `present`, `regex`")
+        return condition
+
+
+@dataclass(frozen=True, slots=True)
+class CallPattern:
+    """A call of a qualified name, optionally constrained by literal argument values."""
+
+    kind: ClassVar[str] = "call"
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
+    callees: tuple[str, ...]
+    args: tuple[ArgCondition, ...] = ()
+
+    @classmethod
+    def read(cls, r: TableReader) -> CallPattern:
+        callees = r.dotted("callees", wildcard=True)
+        raw_args = r.raw("args", False) or []
+        if not isinstance(raw_args, list):
+            raise PatternError(r.key("args"), "expected an array of tables")
+        args = []
+        for i, table in enumerate(raw_args):
+            sub = TableReader(table, f"{r.key('args')}[{i}]")
+            args.append(ArgCondition.read(sub))
+            sub.finish()
+        return cls(callees=callees, args=tuple(args))
+
+    def token_sets(self) -> tuple[frozenset[str], ...]:
+        return _segments(self.callees)
+
+
+@dataclass(frozen=True, slots=True)
+class ComparePattern:
+    """A comparison whose operand is a qualified call (or its ``[i]`` / ``.attr``)."""
+
+    kind: ClassVar[str] = "compare"
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
+    callees: tuple[str, ...]
+    attributes: tuple[str, ...] = ()  #: operand must be ``call().attr`` with one of these
+    operators: tuple[str, ...] = ()  #: empty: any operator
+    values: tuple[Literal, ...] = ()  #: empty: any other operand
+
+    @classmethod
+    def read(cls, r: TableReader) -> ComparePattern:
+        operators = r.texts("operators", required=False, what="operator")
+        for op in operators:
+            if op not in COMPARE_OPERATORS:
+                raise PatternError(r.key("operators"),
+                                   f"{op!r} is not one of {', '.join(COMPARE_OPERATORS)}")
+        attributes = r.texts("attributes", required=False, what="identifier")
+        for attr in attributes:
+            if not attr.isidentifier():
+                raise PatternError(r.key("attributes"), f"{attr!r} is not an identifier")
+        return cls(
+            callees=r.dotted("callees", wildcard=True),
+            attributes=attributes,
+            operators=operators,
+            values=r.literals("values"),
+        )
+
+    def token_sets(self) -> tuple[frozenset[str], ...]:
+        return _segments(self.callees)
+
+
+@dataclass(frozen=True, slots=True)
+class AssignPattern:
+    """Assignment to a qualified attribute, optionally of given literal values."""
+
+    kind: ClassVar[str] = "assign"
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
+    targets: tuple[str, ...]
+    values: tuple[Literal, ...] = ()
+
+    @classmethod
+    def read(cls, r: TableReader) -> AssignPattern:
+        return cls(targets=r.dotted("targets"), values=r.literals("values"))
+
+    def token_sets(self) -> tuple[frozenset[str], ...]:
+        return _segments(self.targets)
+
+
+@dataclass(frozen=True, slots=True)
+class SubprocessPattern:
+    """A program name in the command passed to a process-spawning call."""
+
+    kind: ClassVar[str] = "subprocess"
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "program"})
+    programs: tuple[str, ...]
+    callees: tuple[str, ...] = DEFAULT_SPAWN_CALLEES
+
+    @classmethod
+    def read(cls, r: TableReader) -> SubprocessPattern:
+        programs = r.texts("programs", check=_PROGRAM, what="program name")
+        callees = r.dotted("callees", required=False) or DEFAULT_SPAWN_CALLEES
+        return cls(programs=programs, callees=callees)
+
+    def token_sets(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset({p}) for p in self.programs)
+
+
+Pattern = (ImportPattern | NamePattern | CallPattern | ComparePattern | AssignPattern
+           | SubprocessPattern)
+
+#: kind name -> reader; an explicit literal, not a registry filled by imports.
+PATTERN_KINDS: dict[str, Callable[[TableReader], Pattern]] = {
+    cls.kind: cls.read
+    for cls in (ImportPattern, NamePattern, CallPattern, ComparePattern, AssignPattern,
+                SubprocessPattern)
+}
+
+
+def read_pattern(data: Any) -> Pattern:
+    """Parse a ``[match]`` table; raises :class:`PatternError` naming the bad key."""
+    r = TableReader(data, "match")
+    kind = r.choice("kind", tuple(PATTERN_KINDS))
+    pattern = PATTERN_KINDS[kind](r)
+    r.finish()
+    return pattern

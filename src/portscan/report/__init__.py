@@ -1,0 +1,20 @@
+"""Reporters: render a :class:`~portscan.model.ScanResult` for people or machines."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from portscan.model import ScanResult, Severity
+
+
+def summary(result: ScanResult) -> dict[str, object]:
+    """Counts shared by every output format."""
+    by_severity = Counter(f.severity.value for f in result.findings)
+    return {
+        "files_scanned": result.files_scanned,
+        "files_with_findings": len({f.path for f in result.findings}),
+        "findings": len(result.findings),
+        "errors": len(result.errors),
+        "by_severity": {s.value: by_severity.get(s.value, 0) for s in Severity},
+        "by_category": dict(sorted(Counter(f.category for f in result.findings).items())),
+    }

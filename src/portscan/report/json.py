@@ -1,0 +1,46 @@
+"""``--format json``: one object, the public contract documented in docs/json-output.md."""
+
+from __future__ import annotations
+
+import json
+
+from portscan import __version__
+from portscan.model import FileError, Finding, ScanResult
+from portscan.report import summary
+
+SCHEMA_VERSION = 1
+
+
+def finding_to_dict(finding: Finding) -> dict[str, object]:
+    return {
+        "rule": finding.rule,
+        "name": finding.name,
+        "severity": finding.severity.value,
+        "category": finding.category,
+        "confidence": finding.confidence.value,
+        "path": finding.path,
+        "line": finding.span.line,
+        "column": finding.span.column,
+        "end_line": finding.span.end_line,
+        "end_column": finding.span.end_column,
+        "message": finding.message,
+        "rewrite": finding.rewrite,
+        "references": list(finding.references),
+        "fix": None,
+    }
+
+
+def error_to_dict(error: FileError) -> dict[str, object]:
+    return {"path": error.path, "kind": error.kind, "message": error.message}
+
+
+def render_json(result: ScanResult) -> str:
+    document = {
+        "schema_version": SCHEMA_VERSION,
+        "portscan_version": __version__,
+        "root": result.root,
+        "findings": [finding_to_dict(f) for f in result.findings],
+        "errors": [error_to_dict(e) for e in result.errors],
+        "summary": summary(result),
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -1,0 +1,234 @@
+"""Rule files: strict loading from TOML, and the rule set the matchers run.
+
+A rule file is data. It is parsed with ``tomllib``; nothing in it is evaluated as
+code (literals in ``[match]`` are TOML values, messages are ``string.Template``
+strings with a closed set of variables). Any problem is a :class:`RuleFileError`
+that names the file and the key.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from collections.abc import Iterable, Mapping
+
+from portscan.model import Confidence, Severity
+from portscan.patterns import Pattern, PatternError, TableReader, read_pattern
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+_CODE = re.compile(r"^[A-Z]{2,8}[0-9]{3}$")
+_KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+_URL = re.compile(r"^https://\S+$")
+MESSAGE_MAX = 160
+
+
+class RuleFileError(ValueError):
+    """A rule file cannot be used. ``str()`` reads ``path: key: problem``."""
+
+    def __init__(self, path: str, key: str, problem: str) -> None:
+        super().__init__(f"{path}: {key}: {problem}" if key else f"{path}: {problem}")
+        self.path = path
+        self.key = key
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """Embedded example code. In ``bad`` examples, a line holding only ``# expect``
+    marks the next code line as one where the rule must report."""
+
+    source: str
+    name: str = ""
+    path: str = "example.py"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    code: str
+    name: str
+    category: str
+    severity: Severity
+    confidence: Confidence
+    message: str  #: ``string.Template``; variables come from the pattern kind
+    rocm: str  #: what happens on ROCm
+    rewrite: str  #: the suggested ROCm-safe rewrite
+    references: tuple[str, ...]
+    pattern: Pattern
+    supersedes: tuple[str, ...]  #: codes this more specific rule replaces at the same place
+    bad: tuple[Example, ...]
+    good: tuple[Example, ...]
+    origin: str  #: the file it was loaded from
+
+    def render_message(self, variables: Mapping[str, str]) -> str:
+        return string.Template(self.message).safe_substitute(variables)
+
+
+def builtin_rules_dir() -> Path:
+    """The rules shipped in the wheel, or the repository's ``rules/`` in a checkout."""
+    packaged = Path(__file__).resolve().parent / "rules"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "rules"
+
+
+def _template_variables(template: str) -> set[str]:
+    names = set()
+    for match in string.Template.pattern.finditer(template):
+        if match.group("invalid") is not None:
+            raise ValueError(f"stray `$` at offset {match.start()} (write `$$` for a dollar)")
+        name = match.group("named") or match.group("braced")
+        if name:
+            names.add(name)
+    return names
+
+
+def prose(text: str) -> str:
+    """Rule prose is hard-wrapped in TOML: join each paragraph into one line."""
+    paragraphs = re.split(r"\n\s*\n", text.strip())
+    return "\n\n".join(" ".join(p.split()) for p in paragraphs if p.strip())
+
+
+def _read_examples(data: Any, key: str) -> tuple[Example, ...]:
+    if not isinstance(data, list) or not data:
+        raise PatternError(key, "expected at least one [[" + key + "]] example")
+    examples = []
+    for i, table in enumerate(data):
+        r = TableReader(table, f"{key}[{i}]")
+        examples.append(Example(source=r.text("source"), name=r.text("name", required=False),
+                                path=r.text("path", required=False, default="example.py")))
+        r.finish()
+    return tuple(examples)
+
+
+def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
+    """Validate one decoded rule file. Raises :class:`RuleFileError`."""
+    try:
+        r = TableReader(dict(data), "")
+        code = r.text("code")
+        if not _CODE.match(code):
+            raise PatternError("code", f"{code!r} is not a code like PS101")
+        name = r.text("name")
+        category = r.text("category")
+        for key, value in (("name", name), ("category", category)):
+            if not _KEBAB.match(value):
+                raise PatternError(key, f"{value!r} is not kebab-case")
+        severity = Severity(r.choice("severity", tuple(s.value for s in Severity)))
+        confidence = Confidence(r.choice("confidence", tuple(c.value for c in Confidence)))
+        message = r.text("message")
+        if "\n" in message.strip() or len(message) > MESSAGE_MAX:
+            raise PatternError("message", f"must be one line of at most {MESSAGE_MAX} characters")
+        references = r.texts("references", check=_URL, what="https URL")
+        supersedes = r.texts("supersedes", required=False, check=_CODE, what="rule code")
+        pattern = read_pattern(r.raw("match", True))
+        try:
+            unknown = _template_variables(message) - pattern.variables
+        except ValueError as exc:
+            raise PatternError("message", str(exc)) from None
+        if unknown:
+            raise PatternError("message", f"unknown variable ${{{sorted(unknown)[0]}}}; "
+                               f"{pattern.kind} rules offer {', '.join(sorted(pattern.variables))}")
+        rule = Rule(
+            code=code, name=name, category=category, severity=severity, confidence=confidence,
+            message=message.strip(), rocm=prose(r.text("rocm")),
+            rewrite=prose(r.text("rewrite")), references=references, pattern=pattern,
+            supersedes=supersedes, bad=_read_examples(r.raw("bad", True), "bad"),
+            good=_read_examples(r.raw("good", True), "good"), origin=origin,
+        )
+        r.finish()
+        return rule
+    except PatternError as exc:
+        raise RuleFileError(origin, exc.key, exc.problem) from None
+
+
+def load_rule_file(path: Path) -> Rule:
+    try:
+        with path.open("rb") as fh:
+            data = tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise RuleFileError(str(path), "", f"invalid TOML: {exc}") from None
+    except OSError as exc:
+        raise RuleFileError(str(path), "", f"cannot read: {exc.strerror or exc}") from None
+    return parse_rule(data, str(path))
+
+
+class RuleSetError(ValueError):
+    """One or more rule files failed to load; ``errors`` lists every problem."""
+
+    def __init__(self, errors: list[RuleFileError]) -> None:
+        super().__init__("\n".join(str(e) for e in errors))
+        self.errors = errors
+
+
+def load_rules(dirs: Iterable[Path] | None = None) -> RuleSet:
+    """Load every ``*.toml`` below ``dirs`` (default: the built-in rules).
+
+    All files are read before failing, so one run reports every broken file.
+    """
+    rules: list[Rule] = []
+    errors: list[RuleFileError] = []
+    for directory in dirs if dirs is not None else [builtin_rules_dir()]:
+        if not directory.is_dir():
+            errors.append(RuleFileError(str(directory), "", "rule directory not found"))
+            continue
+        for path in sorted(directory.rglob("*.toml")):
+            try:
+                rules.append(load_rule_file(path))
+            except RuleFileError as exc:
+                errors.append(exc)
+    seen: dict[str, Rule] = {}
+    for rule in rules:
+        for key, other in ((rule.code, seen.get(rule.code)), (rule.name, seen.get(rule.name))):
+            if other is not None:
+                errors.append(RuleFileError(rule.origin, "code" if key == rule.code else "name",
+                                            f"{key!r} is already used by {other.origin}"))
+        seen[rule.code] = seen[rule.name] = rule
+    codes = {rule.code for rule in rules}
+    for rule in rules:
+        for code in rule.supersedes:
+            if code not in codes:
+                errors.append(RuleFileError(rule.origin, "supersedes", f"no rule {code}"))
+    if errors:
+        raise RuleSetError(errors)
+    return RuleSet(rules)
+
+
+class RuleSet:
+    """An immutable, ordered collection of rules plus the literal prefilter they imply."""
+
+    def __init__(self, rules: Iterable[Rule]) -> None:
+        self.rules: tuple[Rule, ...] = tuple(sorted(rules, key=lambda rule: rule.code))
+        self.by_code: dict[str, Rule] = {rule.code: rule for rule in self.rules}
+        tokens = sorted({t for rule in self.rules for s in rule.pattern.token_sets() for t in s},
+                        key=lambda t: (-len(t), t))
+        self._token_re = (re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, tokens)) + r")(?!\w)")
+                          if tokens else None)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def select(self, codes: Iterable[str]) -> RuleSet:
+        wanted = set(codes)
+        return RuleSet(rule for rule in self.rules if rule.code in wanted)
+
+    def candidates(self, text: str) -> tuple[Rule, ...]:
+        """Rules that could match ``text``: every token of one of their token sets occurs.
+
+        Each segment of a qualified name occurs literally in any file that uses it
+        (aliases rename only a prefix, which the import statement spells out), so a
+        file for which this returns nothing needs no parsing.
+        """
+        if self._token_re is None:
+            return ()
+        present = set(self._token_re.findall(text))
+        if not present:
+            return ()
+        return tuple(rule for rule in self.rules
+                     if any(s <= present for s in rule.pattern.token_sets()))

@@ -1,0 +1,77 @@
+"""The example harness: every rule's embedded ``bad``/``good`` examples are tests.
+
+In a ``bad`` example, a line whose only content is ``# expect`` marks the next
+non-blank line as one where the rule must report exactly one finding. Lines
+without a marker must produce none. ``good`` examples must produce no finding.
+The harness scans with the rule alone, through the same prefilter, parser and
+matcher as a real scan, so a rule whose tokens or pattern are wrong fails here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+from portscan.discover import file_kind
+from portscan.parse import SourceError, split_lines
+from portscan.ruleset import Example, Rule, RuleSet
+from portscan.scan import scan_source
+
+_MARKER = re.compile(r"^\s*#\s*expect\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class ExampleCase:
+    rule: Rule
+    example: Example
+    bad: bool
+    index: int
+
+    @property
+    def id(self) -> str:
+        label = self.example.name or str(self.index + 1)
+        return f"{self.rule.code}-{self.rule.name}/{'bad' if self.bad else 'good'}-{label}"
+
+
+def example_cases(rules: RuleSet) -> list[ExampleCase]:
+    return [ExampleCase(rule, example, bad, i)
+            for rule in rules.rules
+            for bad, examples in ((True, rule.bad), (False, rule.good))
+            for i, example in enumerate(examples)]
+
+
+def expected_lines(source: str) -> list[int]:
+    """1-based lines marked by ``# expect`` (the next line that is not blank)."""
+    lines = split_lines(source)
+    expected = []
+    pending = False
+    for number, line in enumerate(lines, start=1):
+        if _MARKER.match(line):
+            pending = True
+        elif pending and line.strip():
+            expected.append(number)
+            pending = False
+    return expected
+
+
+def check_example(case: ExampleCase) -> list[str]:
+    """Problems with one example; an empty list means it behaves as documented."""
+    example = case.example
+    if file_kind(PurePosixPath(example.path)) is None:
+        return [f"{example.path}: portscan does not scan files of this kind"]
+    expected = expected_lines(example.source) if case.bad else []
+    if case.bad and not expected:
+        return ["a bad example needs at least one `# expect` marker"]
+    try:
+        findings = scan_source(example.source, example.path, RuleSet([case.rule]))
+    except SourceError as exc:
+        return [f"example does not parse: {exc.message}"]
+    got = Counter(f.span.line for f in findings)
+    want = Counter(expected)
+    problems = []
+    for line in sorted(set(got) | set(want)):
+        if got[line] != want[line]:
+            problems.append(f"line {line}: expected {want[line]} finding(s), got {got[line]}")
+    return problems

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from portscan.model import Finding
+from portscan.ruleset import RuleSet, load_rules
+from portscan.scan import scan_source
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE = REPO / "fixtures" / "cuda-trainer"
+
+
+@pytest.fixture(scope="session")
+def rules() -> RuleSet:
+    return load_rules()
+
+
+@pytest.fixture()
+def scan(rules: RuleSet):
+    """Scan dedented Python source with all rules, or only ``codes``."""
+
+    def run(source: str, codes: list[str] | None = None,
+            first_party: frozenset[str] = frozenset()) -> list[Finding]:
+        selected = rules.select(codes) if codes else rules
+        return list(scan_source(textwrap.dedent(source), "example.py", selected, first_party))
+
+    return run

@@ -1,0 +1,84 @@
+"""Which files a scan reads: default excludes, environments, .gitignore, symlinks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from portscan.discover import UsageError, discover, first_party_modules
+
+
+def touch(root: Path, *names: str) -> None:
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("x = 1\n")
+
+
+def found(root: Path, *paths: Path) -> list[str]:
+    return [s.rel for s in discover(list(paths) or [root]).files]
+
+
+def test_walks_python_files_in_order_and_skips_tool_directories(tmp_path: Path) -> None:
+    touch(tmp_path, "b.py", "a.py", "pkg/c.py", "notes.txt", ".git/hooks/x.py", "build/lib/d.py",
+          "dist/e.py", "__pycache__/f.py", "node_modules/g.py", "proj.egg-info/h.py",
+          ".tox/py/i.py")
+    assert found(tmp_path) == ["a.py", "b.py", "pkg/c.py"]
+
+
+def test_skips_virtual_and_conda_environments_by_marker(tmp_path: Path) -> None:
+    touch(tmp_path, "main.py", "myenv/pyvenv.cfg", "myenv/lib/site.py", "conda/conda-meta/x.json",
+          "conda/lib/y.py", ".venv/z.py")
+    assert found(tmp_path) == ["main.py"]
+
+
+def test_respects_nested_gitignore_with_negation(tmp_path: Path) -> None:
+    touch(tmp_path, "keep.py", "gen/out.py", "gen/keep_me.py", "sub/local.py", "sub/tmp_x.py")
+    (tmp_path / ".gitignore").write_text("gen/*\n!gen/keep_me.py\n*.log\n")
+    (tmp_path / "sub" / ".gitignore").write_text("tmp_*.py\n")
+    assert found(tmp_path) == ["gen/keep_me.py", "keep.py", "sub/local.py"]
+
+
+def test_explicit_files_are_scanned_and_deduplicated(tmp_path: Path) -> None:
+    touch(tmp_path, "a.py", "b.py", "readme.md")
+    paths = [tmp_path / "a.py", tmp_path / "a.py", tmp_path / "readme.md", tmp_path]
+    assert [s.path.name for s in discover(paths).files] == ["a.py", "b.py"]
+
+
+def test_missing_path_is_a_usage_error(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="no such file or directory"):
+        discover([tmp_path / "missing"])
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symlinks")
+def test_symlinks_do_not_leave_the_tree_or_loop(tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    touch(outside, "secret.py")
+    root = tmp_path / "repo"
+    touch(root, "main.py", "pkg/mod.py")
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "linked_dir").symlink_to(outside, target_is_directory=True)
+    (root / "escape.py").symlink_to(outside / "secret.py")
+    (root / "alias.py").symlink_to(root / "main.py")
+    (root / "dangling.py").symlink_to(root / "gone.py")
+    assert found(root) == ["alias.py", "main.py", "pkg/mod.py"]
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads everything")
+def test_unreadable_directory_is_reported_and_the_walk_goes_on(tmp_path: Path) -> None:
+    touch(tmp_path, "a.py", "locked/b.py")
+    (tmp_path / "locked").chmod(0)
+    try:
+        result = discover([tmp_path])
+    finally:
+        (tmp_path / "locked").chmod(0o755)
+    assert [s.rel for s in result.files] == ["a.py"]
+    assert [(e.path, e.kind) for e in result.errors] == [("locked", "read")]
+
+
+def test_first_party_modules(tmp_path: Path) -> None:
+    touch(tmp_path, "train.py", "apex/__init__.py", "scripts/run.py", "src/mypkg/__init__.py",
+          "src/tool.py", "my-script.py")
+    assert first_party_modules(tmp_path) == {"train", "apex", "mypkg", "tool"}

@@ -1,0 +1,380 @@
+"""The Python matching engine: name resolution, shadowing, reporting and positions.
+
+Rules here are built inline so the engine is tested apart from the rule pack.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
+
+from portscan.match.python import _Collector, _Index
+from portscan.ruleset import RuleSet, parse_rule
+from portscan.scan import scan_source
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cuda-trainer"
+
+
+def rule(code: str, match: dict, supersedes: tuple[str, ...] = (), message: str = "`${matched}`"):
+    data = {
+        "code": code, "name": f"r-{code.lower()}", "category": "test", "severity": "warning",
+        "confidence": "high", "message": message, "rocm": "r", "rewrite": "w",
+        "references": ["https://example.org"], "match": match,
+        "bad": [{"source": "x"}], "good": [{"source": "x"}],
+    }
+    if supersedes:
+        data["supersedes"] = list(supersedes)
+    return parse_rule(data, "inline")
+
+
+def run(source: str, *rules, first_party: frozenset[str] = frozenset()):
+    findings = scan_source(textwrap.dedent(source), "t.py", RuleSet(rules), first_party)
+    return [(f.rule, f.span.line, f.message.strip("`")) for f in findings]
+
+
+CUDA_VERSION = rule("XX401", {"kind": "name", "names": ["torch.version.cuda"]})
+RMSNORM = rule("XX211", {"kind": "name", "names": ["apex.normalization.fused_layer_norm.FusedRMSNorm"]})
+
+
+# ------------------------------------------------------------------ qualified names
+
+
+@pytest.mark.parametrize("source, matched", [
+    ("import torch\ntorch.version.cuda", "torch.version.cuda"),
+    ("import torch as T\nT.version.cuda", "T.version.cuda"),
+    ("import torch.version as tv\ntv.cuda", "tv.cuda"),
+    ("from torch import version\nversion.cuda", "version.cuda"),
+    ("from torch.version import cuda as cv\ncv", "cv"),
+    ("import torch.cuda\ntorch.version.cuda", "torch.version.cuda"),
+    ("def f():\n    return torch.version.cuda\nimport torch", "torch.version.cuda"),
+    ("try:\n    import torch\nexcept ImportError:\n    torch = None\ntorch.version.cuda",
+     "torch.version.cuda"),
+    ("import torch\ndef f():\n    global torch\n    torch = None\n    return torch.version.cuda",
+     "torch.version.cuda"),
+    ("def f():\n    import torch as t\n    return t.version.cuda", "t.version.cuda"),
+])
+def test_names_resolve_through_aliases(source: str, matched: str) -> None:
+    assert [m for _, _, m in run(source, CUDA_VERSION)] == [matched]
+
+
+def test_module_alias_resolves_to_the_apex_class() -> None:
+    source = "import apex.normalization.fused_layer_norm as fln\nnorm = fln.FusedRMSNorm(64)\n"
+    assert run(source, RMSNORM) == [("XX211", 2, "fln.FusedRMSNorm")]
+
+
+@pytest.mark.parametrize("source", [
+    "torch.version.cuda",  # never imported
+    "import torch\ndef f(torch):\n    return torch.version.cuda",
+    "import torch\nf = lambda torch: torch.version.cuda",
+    "import torch\nxs = [torch.version.cuda for torch in range(3)]",
+    "import torch\ndef f():\n    torch = load()\n    return torch.version.cuda",
+    "class A:\n    import torch\n    def f(self):\n        return torch.version.cuda",
+    "from .torch import version\nversion.cuda",
+    "from . import torch\ntorch.version.cuda",
+    "from mypkg.torch import version\nversion.cuda",
+    "from torch.version import *\ncuda",
+    "import torch\nx = torch.version.hip",
+    "import torch\nx = torch.cuda.version",
+])
+def test_shadowed_local_and_relative_names_do_not_match(source: str) -> None:
+    assert run(source, CUDA_VERSION) == []
+
+
+def test_first_party_modules_are_never_third_party() -> None:
+    apex = rule("XX201", {"kind": "import", "modules": ["apex"]})
+    name = rule("XX202", {"kind": "name", "names": ["apex.thing"]})
+    source = "import apex\nfrom apex import thing\napex.thing\n"
+    assert run(source, apex, name, first_party=frozenset({"apex"})) == []
+    assert [c for c, _, _ in run(source, apex, name)] == ["XX201", "XX201", "XX202"]
+
+
+# ------------------------------------------------------------------ outermost match
+
+
+def test_exact_name_is_reported_once_at_its_own_node() -> None:
+    source = 'import torch\nmajor = torch.version.cuda.split(".")[0]\n'
+    findings = scan_source(source, "t.py", RuleSet([CUDA_VERSION]))
+    assert [(f.span.line, f.span.column, f.span.end_column) for f in findings] == [(2, 9, 27)]
+
+
+def test_wildcard_name_is_reported_once_for_the_whole_chain() -> None:
+    wildcard = rule("XX210", {"kind": "name", "names": ["apex.amp.*"]})
+    source = "import apex\nwith apex.amp.handle.scale_loss(loss, opt) as s:\n    pass\n"
+    assert run(source, wildcard) == [("XX210", 2, "apex.amp.handle.scale_loss")]
+
+
+# ------------------------------------------------------------------ imports
+
+
+APEX = rule("XX201", {"kind": "import", "modules": ["apex"]})
+AMP = rule("XX202", {"kind": "import", "modules": ["apex.amp"]}, supersedes=("XX201",),
+           message="${module}")
+OPT = rule("XX203", {"kind": "import", "modules": ["apex.optimizers"]}, supersedes=("XX201",),
+           message="${module}")
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import apex", [("XX201", 1, "apex")]),
+    ("import apex.amp", [("XX202", 1, "apex.amp")]),
+    ("import apex.amp as amp_mod, apex", [("XX202", 1, "apex.amp"), ("XX201", 1, "apex")]),
+    ("from apex import amp, optimizers", [("XX202", 1, "apex.amp"), ("XX203", 1, "apex.optimizers")]),
+    ("from apex import amp, pyprof", [("XX201", 1, "apex"), ("XX202", 1, "apex.amp")]),
+    ("from apex.optimizers import FusedAdam, FusedLAMB", [("XX203", 1, "apex.optimizers")]),
+    ("from apex.amp import *", [("XX202", 1, "apex.amp")]),
+    ("from apex import (\n    amp,\n)", [("XX202", 2, "apex.amp")]),
+    ("import apex_utils\nfrom .apex import x\nfrom mypkg.apex import y\nfrom . import apex", []),
+])
+def test_import_rules(source: str, expected) -> None:
+    assert run(source, APEX, AMP, OPT) == expected
+
+
+# ------------------------------------------------------------------ calls
+
+
+def call_rule(**condition):
+    return rule("XX104", {"kind": "call", "callees": ["torch.compile"], "args": [condition]})
+
+
+@pytest.mark.parametrize("condition, source, hits", [
+    ({"keyword": "backend", "equals": ["tensorrt"]}, 'torch.compile(m, backend="tensorrt")', 1),
+    ({"keyword": "backend", "equals": ["tensorrt"]}, 'torch.compile(m, backend="inductor")', 0),
+    ({"keyword": "backend", "position": 1, "equals": ["tensorrt"]}, 'torch.compile(m, "tensorrt")', 1),
+    ({"keyword": "backend", "position": 1, "equals": ["tensorrt"]}, 'torch.compile(*a, "tensorrt")', 0),
+    ({"keyword": "backend", "present": True}, "torch.compile(m, backend=b)", 1),
+    ({"keyword": "backend", "present": False}, "torch.compile(m)", 1),
+    ({"keyword": "backend", "present": False}, "torch.compile(m, **options)", 0),
+    ({"keyword": "backend", "regex": "^tensor"}, 'torch.compile(m, backend="tensorrt")', 1),
+    ({"keyword": "backend", "regex": "^tensor"}, "torch.compile(m, backend=name)", 0),
+])
+def test_call_argument_conditions(condition, source: str, hits: int) -> None:
+    assert len(run("import torch\n" + source, call_rule(**condition))) == hits
+
+
+def test_contains_condition_reads_list_literals_and_provider_tuples() -> None:
+    ort = rule("XX105", {"kind": "call", "callees": ["onnxruntime.InferenceSession"],
+                         "args": [{"keyword": "providers", "contains": ["TensorrtExecutionProvider"]}]})
+    source = """\
+    import onnxruntime as ort
+    a = ort.InferenceSession(p, providers=["TensorrtExecutionProvider", "CPUExecutionProvider"])
+    b = ort.InferenceSession(p, providers=[("TensorrtExecutionProvider", {"device_id": 0})])
+    c = ort.InferenceSession(p, providers=["MIGraphXExecutionProvider"])
+    """
+    assert [line for _, line, _ in run(source, ort)] == [2, 3]
+
+
+# ------------------------------------------------------------------ assignments
+
+
+BENCH = rule("XX301", {"kind": "assign", "targets": ["torch.backends.cudnn.benchmark"],
+                       "values": [True]})
+
+
+def test_assignment_to_a_qualified_attribute() -> None:
+    source = """\
+    import torch
+    from torch.backends import cudnn
+    import torch.backends.cudnn as cdn
+    torch.backends.cudnn.benchmark = True
+    cudnn.benchmark = True
+    cdn.benchmark: bool = True
+    a = cudnn.benchmark = True
+    cudnn.benchmark = False
+    flag = cudnn.benchmark
+    if cudnn.benchmark:
+        pass
+    """
+    assert [line for _, line, _ in run(source, BENCH)] == [4, 5, 6, 7]
+
+
+def test_truthy_non_literal_values_do_not_match_a_value_constraint() -> None:
+    assert run("import torch\ntorch.backends.cudnn.benchmark = args.bench\n", BENCH) == []
+
+
+# ------------------------------------------------------------------ comparisons
+
+
+CAP = rule("XX501", {"kind": "compare", "callees": ["torch.cuda.get_device_capability"]})
+HOPPER = rule("XX502", {"kind": "compare", "callees": ["torch.cuda.get_device_capability"],
+                        "values": [[9, 0], 9]}, supersedes=("XX501",))
+NAME = rule("XX504", {"kind": "compare", "callees": ["torch.cuda.get_device_name"],
+                      "operators": ["in", "=="], "values": ["A100", "H100"]})
+PROPS = rule("XX505", {"kind": "compare", "callees": ["torch.cuda.get_device_properties"],
+                       "attributes": ["major"], "values": [9]})
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("torch.cuda.get_device_capability() >= (8, 0)", ["XX501"]),
+    ("torch.cuda.get_device_capability() >= (9, 0)", ["XX502"]),
+    ("(9, 0) <= torch.cuda.get_device_capability(0)", ["XX502"]),
+    ("torch.cuda.get_device_capability()[0] >= 9", ["XX502"]),
+    ("torch.cuda.get_device_capability() in [(8, 0), (9, 0)]", ["XX502"]),
+    ('"A100" in torch.cuda.get_device_name()', ["XX504"]),
+    ('torch.cuda.get_device_name(0) == "H100"', ["XX504"]),
+    ('torch.cuda.get_device_name(0) != "H100"', []),
+    ("torch.cuda.get_device_properties(0).major >= 9", ["XX505"]),
+    ("torch.cuda.get_device_properties(0).minor >= 9", []),
+    ("torch.cuda.device_count() >= 9", []),
+    ("len(torch.cuda.get_device_capability()) == 2", []),
+])
+def test_comparison_forms(line: str, expected: list[str]) -> None:
+    assert [c for c, _, _ in run("import torch\nx = " + line, CAP, HOPPER, NAME, PROPS)] == expected
+
+
+def test_comparison_through_local_names() -> None:
+    source = """\
+    import torch
+    major, minor = torch.cuda.get_device_capability()
+    cap = torch.cuda.get_device_capability()
+    props = torch.cuda.get_device_properties(0)
+    def gate():
+        return major >= 9
+    a = cap >= (8, 0)
+    b = props.major == 9
+    c = minor >= 9
+    """
+    assert run(source, CAP, HOPPER, PROPS) == [
+        ("XX502", 6, "major >= 9"), ("XX501", 7, "cap >= (8, 0)"),
+        ("XX505", 8, "props.major == 9"), ("XX502", 9, "minor >= 9"),
+    ]
+
+
+# ------------------------------------------------------------------ subprocess strings
+
+
+SMI = rule("XX601", {"kind": "subprocess", "programs": ["nvidia-smi"]}, message="${program}")
+
+
+@pytest.mark.parametrize("call, hits", [
+    ('subprocess.run(["nvidia-smi", "-L"])', 1),
+    ('subprocess.run(("nvidia-smi",))', 1),
+    ('subprocess.Popen(args=["nvidia-smi"])', 1),
+    ('subprocess.check_output("nvidia-smi -L", shell=True)', 1),
+    ('subprocess.getoutput("nvidia-smi | grep MiB")', 1),
+    ('os.system("echo start; nvidia-smi && echo done")', 1),
+    ('os.system("CUDA_VISIBLE_DEVICES=0 sudo /usr/bin/nvidia-smi -q")', 1),
+    ('os.popen("timeout 5 nvidia-smi").read()', 1),
+    ('subprocess.run(["bash", "-c", "nvidia-smi -L"])', 1),
+    ('subprocess.run(shlex.split("nvidia-smi -q"))', 1),
+    ('subprocess.run(f"nvidia-smi -i {gpu}", shell=True)', 1),
+    ('subprocess.run(["nvidia-smi-exporter"])', 0),
+    ('subprocess.run(["echo", "nvidia-smi"])', 0),
+    ('print("nvidia-smi")', 0),
+    ('subprocess.run(["amd-smi", "list"])', 0),
+])
+def test_subprocess_commands(call: str, hits: int) -> None:
+    source = "import os\nimport shlex\nimport subprocess\n" + call + "\n"
+    assert len(run(source, SMI)) == hits
+
+
+def test_subprocess_command_through_a_name_is_reported_at_the_call() -> None:
+    source = 'import subprocess\ncmd = ["nvidia-smi", "-q"]\nsubprocess.run(cmd)\n'
+    assert run(source, SMI) == [("XX601", 3, "nvidia-smi")]
+
+
+# ------------------------------------------------------------------ usage
+
+
+USAGE_RULES = [rule(f"XX40{i}", {"kind": "name", "names": ["torch.version.cuda"], "usage": usage},
+                    message=usage)
+               for i, usage in enumerate(("truth", "operand", "other"))]
+
+
+@pytest.mark.parametrize("line, usage", [
+    ("if torch.version.cuda:\n    pass", "truth"),
+    ("x = torch.version.cuda is None", "truth"),
+    ("x = not torch.version.cuda", "truth"),
+    ("x = bool(torch.version.cuda)", "truth"),
+    ('x = torch.version.cuda == "12.1"', "truth"),
+    ('x = torch.version.cuda in ("11.8", "12.1")', "truth"),
+    ("x = 1 if torch.version.cuda and y else 2", "truth"),
+    ("x = torch.version.cuda or torch.version.hip", "truth"),
+    ("assert torch.version.cuda", "truth"),
+    ('x = torch.version.cuda >= "11.8"', "operand"),
+    ('x = "11" in torch.version.cuda', "operand"),
+    ("x = float(torch.version.cuda)", "operand"),
+    ("x = version.parse(torch.version.cuda)", "operand"),
+    ("x = torch.version.cuda.split('.')", "operand"),
+    ("x = torch.version.cuda[0]", "operand"),
+    ('x = "cu" + torch.version.cuda', "operand"),
+    ("major, minor = torch.version.cuda", "operand"),
+    ("for part in torch.version.cuda:\n    pass", "operand"),
+    ('x = f"cuda {torch.version.cuda}"', "other"),
+    ('x = "cuda %s" % torch.version.cuda', "other"),
+    ("print(torch.version.cuda)", "other"),
+    ("x = torch.version.cuda", "other"),
+    ("x = {'cuda': torch.version.cuda}", "other"),
+])
+def test_usage_classification(line: str, usage: str) -> None:
+    found = run("import torch\nfrom packaging import version\n" + line + "\n", *USAGE_RULES)
+    assert [message for _, _, message in found] == [usage]
+
+
+# ------------------------------------------------------------------ positions
+
+
+@pytest.mark.parametrize("source, span", [
+    ("import torch\nx = (torch.version.cuda)\n", (2, 6, 2, 24)),
+    ("import torch\nx = [\n    1,\n    torch.version.cuda,\n]\n", (4, 5, 4, 23)),
+    ("import torch\r\nx = 1\r\ny = torch.version.cuda\r\n", (3, 5, 3, 23)),
+    ("import torch\nif True:\n\tz = torch.version.cuda\n", (3, 6, 3, 24)),
+    ("import torch\nnom = 'été'; v = torch.version.cuda\n", (2, 18, 2, 36)),
+    ("import torch\nx = torch.version.cuda", (2, 5, 2, 23)),
+])
+def test_spans_are_one_based_with_exclusive_end(source: str, span) -> None:
+    (finding,) = scan_source(source, "t.py", RuleSet([CUDA_VERSION]))
+    s = finding.span
+    assert (s.line, s.column, s.end_line, s.end_column) == span
+
+
+def test_multiline_span() -> None:
+    source = 'import torch\nc = torch.compile(\n    m,\n    backend="tensorrt",\n)\n'
+    (finding,) = scan_source(source, "t.py", RuleSet([call_rule(keyword="backend", equals=["tensorrt"])]))
+    s = finding.span
+    assert (s.line, s.column, s.end_line, s.end_column) == (2, 5, 5, 2)
+
+
+# ------------------------------------------------------------------ parity with libcst
+
+
+def _libcst_import_names(module: cst.Module) -> dict[int, set[str]]:
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    names = wrapper.resolve(QualifiedNameProvider)
+    resolved = {}
+    for node, value in names.items():
+        qualified = value() if callable(value) else value  # libcst >= 1.2 resolves lazily
+        resolved[id(node)] = {q.name for q in qualified if q.source is QualifiedNameSource.IMPORT}
+    return resolved
+
+
+PARITY_SOURCES = [
+    "import torch as T\nimport numpy\nfrom a.b import c as d\nT.x.y\nnumpy.array\nd.e\n",
+    "import torch\ndef f(torch):\n    return torch.cuda\nclass K:\n    import os\n    def m(self):\n"
+    "        return os.path\n",
+    "try:\n    import pynvml as nv\nexcept ImportError:\n    nv = None\nnv.nvmlInit()\n",
+    "from torch.backends import cudnn\ncudnn.benchmark\n[cudnn for cudnn in x]\nlambda cudnn: cudnn.y\n",
+]
+
+
+FIXTURE_MODULES = [p for p in sorted(FIXTURE.rglob("*.py")) if p.name != "__init__.py"]
+
+
+@pytest.mark.parametrize("source", PARITY_SOURCES + [p.read_text() for p in FIXTURE_MODULES],
+                         ids=[f"snippet-{i}" for i in range(len(PARITY_SOURCES))]
+                         + [p.relative_to(FIXTURE).as_posix() for p in FIXTURE_MODULES])
+def test_resolution_agrees_with_libcst_qualified_name_provider(source: str) -> None:
+    """Our single-pass resolver gives the import-sourced names libcst's provider gives."""
+    module = cst.parse_module(source)
+    expected = _libcst_import_names(module)
+    collector = _Collector(_Index([]), frozenset())
+    module.visit(collector)
+    checked = 0
+    for chain in collector.chains:
+        for node, j in zip(chain.nodes, range(1, len(chain.parts) + 1), strict=False):
+            ours = set(chain.scope.qualified(chain.parts[:j]))
+            assert ours == expected.get(id(node), set()), module.code_for_node(node)
+            checked += 1
+    assert checked > 0
