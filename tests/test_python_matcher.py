@@ -378,3 +378,20 @@ def test_resolution_agrees_with_libcst_qualified_name_provider(source: str) -> N
             assert ours == expected.get(id(node), set()), module.code_for_node(node)
             checked += 1
     assert checked > 0
+
+
+# ------------------------------------------------------------------ prefilter
+
+
+def test_prefilter_needs_every_segment_of_a_name() -> None:
+    rules = RuleSet([CUDA_VERSION])
+    assert rules.candidates("import torch.version as tv\nprint(tv.cuda)\n")
+    assert rules.candidates("from torch import version as v\nv.cuda\n")
+    assert not rules.candidates("import torch\ntorch.cuda.synchronize()\n")  # no `version`
+    assert not rules.candidates("import torchvision\nx.versions.cudas\n")  # whole words only
+
+
+def test_prefilter_needs_the_literal_argument_of_a_call_rule() -> None:
+    rules = RuleSet([call_rule(keyword="backend", equals=["tensorrt", "torch_tensorrt"])])
+    assert not rules.candidates("import torch\ntorch.compile(model)\n")
+    assert rules.candidates('import torch\ntorch.compile(model, backend="torch_tensorrt")\n')

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 Literal = str | int | float | bool | tuple  # a literal value compared structurally
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_WORDISH = re.compile(r"^\w[\w.-]*\w$|^\w$")
 _PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
 COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in")
@@ -264,7 +265,14 @@ class CallPattern:
         return cls(callees=callees, args=tuple(args))
 
     def token_sets(self) -> tuple[frozenset[str], ...]:
-        return _segments(self.callees)
+        """The callee's segments, plus one of the string values an argument must have
+        (``backend="tensorrt"`` needs "tensorrt" in the file) when they are word-like."""
+        sets = _segments(self.callees)
+        for condition in self.args:
+            values = condition.equals + condition.contains
+            if values and all(isinstance(v, str) and _WORDISH.match(v) for v in values):
+                sets = tuple(s | {v} for s in sets for v in values)  # type: ignore[operator]
+        return sets
 
 
 @dataclass(frozen=True, slots=True)
