@@ -269,9 +269,10 @@ class CallPattern:
         (``backend="tensorrt"`` needs "tensorrt" in the file) when they are word-like."""
         sets = _segments(self.callees)
         for condition in self.args:
-            values = condition.equals + condition.contains
-            if values and all(isinstance(v, str) and _WORDISH.match(v) for v in values):
-                sets = tuple(s | {v} for s in sets for v in values)  # type: ignore[operator]
+            words = [v for v in condition.equals + condition.contains
+                     if isinstance(v, str) and _WORDISH.match(v)]
+            if words and len(words) == len(condition.equals + condition.contains):
+                sets = tuple(s | {word} for s in sets for word in words)
         return sets
 
 

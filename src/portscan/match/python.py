@@ -16,21 +16,29 @@ resolve to third-party names, star imports are not resolved.
 from __future__ import annotations
 
 import posixpath
-import re
-import shlex
-from dataclasses import dataclass
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
 from portscan.match import Match
 from portscan.parse import locate
+from portscan.match.syntax import (
+    MISSING,
+    SHELLS,
+    dotted,
+    literal,
+    literal_in,
+    program_name,
+    shell_programs,
+    source_snippet,
+    string_text,
+)
 from portscan.patterns import (
     AssignPattern,
     CallPattern,
     ComparePattern,
     ImportPattern,
-    Literal,
     NamePattern,
     SubprocessPattern,
     is_at_or_below,
@@ -38,21 +46,15 @@ from portscan.patterns import (
 )
 from portscan.ruleset import Rule
 
-_MISSING = object()
-_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
-_WRAPPERS = frozenset({"sudo", "env", "exec", "nohup", "time", "nice", "stdbuf", "command"})
-_SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "|&", ";;", "$("})
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _OPERATORS = {
     cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">",
     cst.GreaterThanEqual: ">=", cst.Equal: "==", cst.NotEqual: "!=", cst.In: "in",
     cst.NotIn: "not in", cst.Is: "is", cst.IsNot: "is not",
 }
-_WHITESPACE = re.compile(r"\s+")
 #: Calls that fail on None: numeric and sequence conversions and version parsers.
 _CONVERSIONS = frozenset({"int", "float", "len", "tuple", "list", "sorted", "iter", "parse",
                           "Version", "LooseVersion", "StrictVersion", "parse_version"})
-MATCHED_MAX = 60
 
 
 # --------------------------------------------------------------------------- scopes
@@ -97,116 +99,6 @@ class _Scope:
         rest = ".".join(parts[1:])
         return sorted({(f"{q}.{rest}" if rest else q)
                        for q in owner.bindings[parts[0]] if q is not None})
-
-
-# --------------------------------------------------------------------------- helpers
-
-
-def dotted(node: cst.BaseExpression) -> tuple[list[cst.BaseExpression], list[str]] | None:
-    """For a pure chain ``a.b.c``: its nodes ``[a, a.b, a.b.c]`` and parts ``[a, b, c]``."""
-    nodes: list[cst.BaseExpression] = []
-    parts: list[str] = []
-    while isinstance(node, cst.Attribute):
-        nodes.append(node)
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
-        return None
-    nodes.append(node)
-    parts.append(node.value)
-    nodes.reverse()
-    parts.reverse()
-    return nodes, parts
-
-
-def literal(node: cst.BaseExpression) -> object:
-    """The value of a literal expression, or ``_MISSING``. Nothing is evaluated."""
-    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else _MISSING
-    if isinstance(node, cst.Integer):
-        return int(node.evaluated_value)
-    if isinstance(node, cst.Float):
-        return float(node.evaluated_value)
-    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[node.value]
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        inner = literal(node.expression)
-        return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else _MISSING
-    if isinstance(node, (cst.Tuple, cst.List)):
-        items = []
-        for element in node.elements:
-            if not isinstance(element, cst.Element):
-                return _MISSING
-            item = literal(element.value)
-            if item is _MISSING:
-                return _MISSING
-            items.append(item)
-        return tuple(items)
-    return _MISSING
-
-
-def literal_in(value: object, allowed: Sequence[Literal]) -> bool:
-    """Structural equality that keeps ``True`` apart from ``1``."""
-    return any(type(value) is type(a) and value == a for a in allowed) or any(
-        isinstance(value, (int, float)) and not isinstance(value, bool)
-        and isinstance(a, (int, float)) and not isinstance(a, bool) and value == a
-        for a in allowed
-    )
-
-
-def string_text(node: cst.BaseExpression) -> str | None:
-    """Static text of a string literal; f-string placeholders become ``\\0``."""
-    if isinstance(node, cst.SimpleString):
-        value = node.evaluated_value
-        return value if isinstance(value, str) else None
-    if isinstance(node, cst.ConcatenatedString):
-        left, right = string_text(node.left), string_text(node.right)
-        return None if left is None or right is None else left + right
-    if isinstance(node, cst.FormattedString):
-        return "".join(p.value if isinstance(p, cst.FormattedStringText) else "\0"
-                       for p in node.parts)
-    return None
-
-
-def shell_programs(command: str) -> Iterator[str]:
-    """Command words of a shell command line (each command after ``;``, ``&&``, ``|``...)."""
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        words = list(lexer)
-    except ValueError:
-        words = command.split()
-    expect_command = True
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in _SHELL_OPERATORS or set(word) <= set(";&|()"):
-            expect_command = True
-        elif expect_command:
-            if "=" in word and not word.startswith("-") and word.split("=", 1)[0].isidentifier():
-                pass  # VAR=value prefix
-            elif word in _WRAPPERS or word == "timeout":
-                if word == "timeout" and i + 1 < len(words):
-                    i += 1
-            elif posixpath.basename(word) in _SHELLS and i + 2 < len(words) and words[i + 1] in ("-c", "-lc"):
-                yield from shell_programs(words[i + 2])
-                i += 2
-                expect_command = False
-            else:
-                yield word
-                expect_command = False
-        i += 1
-
-
-def program_name(word: str) -> str | None:
-    base = posixpath.basename(word)
-    return base if base and "\0" not in base else None
-
-
-def source_snippet(module: cst.Module, node: cst.CSTNode) -> str:
-    text = _WHITESPACE.sub(" ", module.code_for_node(node)).strip()
-    return text if len(text) <= MATCHED_MAX else text[: MATCHED_MAX - 1] + "…"
 
 
 # --------------------------------------------------------------------------- index
@@ -470,19 +362,14 @@ class _Collector(cst.CSTVisitor):
             self._bind_target(node.asname.name, None)
         return False
 
-    def visit_ExceptHandler(self, node: cst.ExceptHandler) -> bool:
+    def visit_ExceptHandler(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
         self._visit(node.type)
         if node.name is not None:
             self._bind_target(node.name.name, None)
         self._visit(node.body)
         return False
 
-    def visit_ExceptStarHandler(self, node: cst.ExceptStarHandler) -> bool:
-        self._visit(node.type)
-        if node.name is not None:
-            self._bind_target(node.name.name, None)
-        self._visit(node.body)
-        return False
+    visit_ExceptStarHandler = visit_ExceptHandler
 
     def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
         self._visit(node.value)
@@ -606,29 +493,17 @@ class _Collector(cst.CSTVisitor):
             self._mark_operand(node.right)
         return True
 
-    def visit_Subscript(self, node: cst.Subscript) -> bool:
-        self._mark_operand(node.value)
+    def _visit_indexed_or_starred(self, node: cst.Subscript | cst.StarredElement) -> bool:
+        self._mark_operand(node.value)  # x[0], *x
         return True
 
-    def visit_StarredElement(self, node: cst.StarredElement) -> bool:
-        self._mark_operand(node.value)
-        return True
+    visit_Subscript = visit_StarredElement = _visit_indexed_or_starred
 
-    def visit_If(self, node: cst.If) -> bool:
+    def _visit_condition(self, node: cst.If | cst.While | cst.IfExp | cst.Assert) -> bool:
         self._mark_test(node.test)
         return True
 
-    def visit_While(self, node: cst.While) -> bool:
-        self._mark_test(node.test)
-        return True
-
-    def visit_IfExp(self, node: cst.IfExp) -> bool:
-        self._mark_test(node.test)
-        return True
-
-    def visit_Assert(self, node: cst.Assert) -> bool:
-        self._mark_test(node.test)
-        return True
+    visit_If = visit_While = visit_IfExp = visit_Assert = _visit_condition
 
 
 # --------------------------------------------------------------------------- matching
@@ -722,7 +597,7 @@ class _Resolver:
                 return
             rest = [string_text(e.value) if isinstance(e, cst.Element) else None
                     for e in expr.elements[1:3]]
-            if posixpath.basename(word) in _SHELLS and len(rest) == 2 and rest[0] in ("-c", "-lc"):
+            if posixpath.basename(word) in SHELLS and len(rest) == 2 and rest[0] in ("-c", "-lc"):
                 yield from self._commands(expr.elements[2].value, scope, depth + 1, report)
             else:
                 yield word, report or first.value
@@ -801,7 +676,7 @@ class _Resolver:
             if p.operators and wanted_op not in p.operators:
                 continue
             if p.values:
-                if value is _MISSING:
+                if value is MISSING:
                     continue
                 if op in ("in", "not in") and isinstance(value, tuple):
                     if not any(literal_in(item, p.values) for item in value):

@@ -1,0 +1,127 @@
+"""Small pure functions over libcst expression nodes: dotted names, literal values,
+string text and the programs a shell command line runs. Nothing here is evaluated."""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Iterator, Sequence
+
+import libcst as cst
+
+from portscan.patterns import Literal
+
+MISSING = object()  #: returned by :func:`literal` for anything that is not a literal
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
+_WRAPPERS = frozenset({"sudo", "env", "exec", "nohup", "time", "nice", "stdbuf", "command"})
+_SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "|&", ";;", "$("})
+_WHITESPACE = re.compile(r"\s+")
+MATCHED_MAX = 60
+
+
+def dotted(node: cst.BaseExpression) -> tuple[list[cst.BaseExpression], list[str]] | None:
+    """For a pure chain ``a.b.c``: its nodes ``[a, a.b, a.b.c]`` and parts ``[a, b, c]``."""
+    nodes: list[cst.BaseExpression] = []
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        nodes.append(node)
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    nodes.append(node)
+    parts.append(node.value)
+    nodes.reverse()
+    parts.reverse()
+    return nodes, parts
+
+
+def literal(node: cst.BaseExpression) -> object:
+    """The value of a literal expression, or ``MISSING``. Nothing is evaluated."""
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else MISSING
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.Float):
+        return float(node.evaluated_value)
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        inner = literal(node.expression)
+        return -inner if isinstance(inner, (int, float)) and not isinstance(inner, bool) else MISSING
+    if isinstance(node, (cst.Tuple, cst.List)):
+        items = []
+        for element in node.elements:
+            if not isinstance(element, cst.Element):
+                return MISSING
+            item = literal(element.value)
+            if item is MISSING:
+                return MISSING
+            items.append(item)
+        return tuple(items)
+    return MISSING
+
+
+def literal_in(value: object, allowed: Sequence[Literal]) -> bool:
+    """Structural equality that keeps ``True`` apart from ``1``."""
+    return any(type(value) is type(a) and value == a for a in allowed) or any(
+        isinstance(value, (int, float)) and not isinstance(value, bool)
+        and isinstance(a, (int, float)) and not isinstance(a, bool) and value == a
+        for a in allowed
+    )
+
+
+def string_text(node: cst.BaseExpression) -> str | None:
+    """Static text of a string literal; f-string placeholders become ``\\0``."""
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    if isinstance(node, cst.ConcatenatedString):
+        left, right = string_text(node.left), string_text(node.right)
+        return None if left is None or right is None else left + right
+    if isinstance(node, cst.FormattedString):
+        return "".join(p.value if isinstance(p, cst.FormattedStringText) else "\0"
+                       for p in node.parts)
+    return None
+
+
+def shell_programs(command: str) -> Iterator[str]:
+    """Command words of a shell command line (each command after ``;``, ``&&``, ``|``...)."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        words = command.split()
+    expect_command = True
+    i = 0
+    while i < len(words):
+        word = words[i]
+        if word in _SHELL_OPERATORS or set(word) <= set(";&|()"):
+            expect_command = True
+        elif expect_command:
+            if "=" in word and not word.startswith("-") and word.split("=", 1)[0].isidentifier():
+                pass  # VAR=value prefix
+            elif word in _WRAPPERS or word == "timeout":
+                if word == "timeout" and i + 1 < len(words):
+                    i += 1
+            elif posixpath.basename(word) in SHELLS and i + 2 < len(words) and words[i + 1] in ("-c", "-lc"):
+                yield from shell_programs(words[i + 2])
+                i += 2
+                expect_command = False
+            else:
+                yield word
+                expect_command = False
+        i += 1
+
+
+def program_name(word: str) -> str | None:
+    base = posixpath.basename(word)
+    return base if base and "\0" not in base else None
+
+
+def source_snippet(module: cst.Module, node: cst.CSTNode) -> str:
+    text = _WHITESPACE.sub(" ", module.code_for_node(node)).strip()
+    return text if len(text) <= MATCHED_MAX else text[: MATCHED_MAX - 1] + "…"
