@@ -16,7 +16,8 @@ from conftest import FIXTURE
 
 FINDING_KEYS = {"rule": str, "name": str, "severity": str, "category": str, "confidence": str,
                 "path": str, "line": int, "column": int, "end_line": int, "end_column": int,
-                "message": str, "rewrite": str, "references": list, "fix": type(None)}
+                "message": str, "rewrite": str, "references": list, "guard": type(None),
+                "fix": type(None)}
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:

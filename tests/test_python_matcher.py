@@ -395,3 +395,105 @@ def test_prefilter_needs_the_literal_argument_of_a_call_rule() -> None:
     rules = RuleSet([call_rule(keyword="backend", equals=["tensorrt", "torch_tensorrt"])])
     assert not rules.candidates("import torch\ntorch.compile(model)\n")
     assert rules.candidates('import torch\ntorch.compile(model, backend="torch_tensorrt")\n')
+
+
+# ------------------------------------------------------------------ guards
+
+
+def severity_rule(code: str, match: dict, severity: str):
+    built = rule(code, match)
+    return type(built)(**{**{f: getattr(built, f) for f in built.__dataclass_fields__},
+                          "severity": type(built.severity)(severity)})
+
+
+PYNVML = severity_rule("XX602", {"kind": "import", "modules": ["pynvml", "tensorrt"]}, "error")
+CUDA_PARSE = severity_rule("XX401", {"kind": "name", "names": ["torch.version.cuda"],
+                                     "usage": "operand"}, "error")
+CUDA_TRUTH = severity_rule("XX402", {"kind": "name", "names": ["torch.version.cuda"],
+                                     "usage": "truth"}, "warning")
+HOPPER_GATE = severity_rule("XX502", {"kind": "compare", "callees": ["torch.cuda.get_device_capability"]},
+                            "error")
+
+
+def guarded(source: str):
+    rules = RuleSet([PYNVML, CUDA_PARSE, CUDA_TRUTH, HOPPER_GATE])
+    return [(f.span.line, f.rule, f.severity.value, f.guard)
+            for f in scan_source(textwrap.dedent(source), "t.py", rules)]
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("try:\n    import pynvml\nexcept ImportError:\n    pynvml = None\n",
+     [(2, "XX602", "warning", "fallback")]),
+    ("try:\n    import pynvml\nexcept (ImportError, OSError):\n    pass\n",
+     [(2, "XX602", "warning", "fallback")]),
+    ("try:\n    import pynvml\nexcept:\n    log('no nvml')\n", [(2, "XX602", "warning", "fallback")]),
+    ("try:\n    import pynvml\nexcept ImportError:\n    raise SystemExit('install nvml')\n",
+     [(2, "XX602", "error", None)]),
+    ("try:\n    import pynvml\nexcept KeyError:\n    pass\n", [(2, "XX602", "error", None)]),
+    ("try:\n    pass\nexcept ImportError:\n    import pynvml\n", [(4, "XX602", "error", None)]),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tensorrt\n",
+     [(3, "XX602", "info", "type-checking")]),
+    ("import typing\nif typing.TYPE_CHECKING:\n    try:\n        import tensorrt\n    except ImportError:\n"
+     "        pass\n", [(4, "XX602", "info", "type-checking")]),
+    ("import torch\nif torch.version.hip:\n    v = torch.version.hip.split('.')\nelse:\n"
+     "    v = torch.version.cuda.split('.')\n", [(5, "XX401", "info", "vendor-branch")]),
+    ("import torch\nif torch.version.hip:\n    pass\nelif torch.version.cuda:\n    pass\n",
+     [(4, "XX402", "info", "vendor-branch")]),
+    ("import torch\nIS_ROCM = torch.version.hip is not None\nif not IS_ROCM:\n    import pynvml\n",
+     [(4, "XX602", "info", "vendor-branch")]),
+    ("import torch\nif 'rocm' in torch.__version__:\n    pass\nelse:\n    import pynvml\n",
+     [(5, "XX602", "info", "vendor-branch")]),
+    ("import torch\nhopper = torch.version.cuda is not None and torch.cuda.get_device_capability() >= (9, 0)\n",
+     [(2, "XX402", "warning", None), (2, "XX502", "info", "vendor-branch")]),
+    ("import torch\nx = 'hip' if torch.version.hip else torch.version.cuda[:2]\n",
+     [(2, "XX401", "info", "vendor-branch")]),
+    ("import torch\nif torch.cuda.is_available():\n    v = float(torch.version.cuda)\n",
+     [(3, "XX401", "error", None)]),
+])
+def test_guards_lower_the_severity(source: str, expected) -> None:
+    assert guarded(source) == expected
+
+
+# ------------------------------------------------------------------ env, string, plain names
+
+
+ENV = rule("XX701", {"kind": "env", "names": ["NCCL_P2P_LEVEL"], "values": ["NVL"]},
+           message="${name}=${value}")
+ARCH = rule("XX702", {"kind": "env", "names": ["TORCH_CUDA_ARCH_LIST"]}, message="${name}")
+
+
+@pytest.mark.parametrize("line, hits", [
+    ('os.environ["NCCL_P2P_LEVEL"] = "NVL"', ["NCCL_P2P_LEVEL=\"NVL\""]),
+    ('os.environ["NCCL_P2P_LEVEL"] = "SYS"', []),
+    ('os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "8.0;9.0")', ["TORCH_CUDA_ARCH_LIST"]),
+    ('os.putenv("TORCH_CUDA_ARCH_LIST", "8.0")', ["TORCH_CUDA_ARCH_LIST"]),
+    ('os.environ.update(TORCH_CUDA_ARCH_LIST="8.0", NCCL_P2P_LEVEL="NVL")',
+     ["TORCH_CUDA_ARCH_LIST", "NCCL_P2P_LEVEL=\"NVL\""]),
+    ('os.environ.update({"NCCL_P2P_LEVEL": "NVL"})', ["NCCL_P2P_LEVEL=\"NVL\""]),
+    ('environ["TORCH_CUDA_ARCH_LIST"] = "8.0"', ["TORCH_CUDA_ARCH_LIST"]),
+    ('x = os.environ.get("TORCH_CUDA_ARCH_LIST")', []),
+    ('settings["TORCH_CUDA_ARCH_LIST"] = "8.0"', []),
+])
+def test_environment_variables_set_from_python(line: str, hits: list[str]) -> None:
+    source = "import os\nfrom os import environ\n" + line + "\n"
+    assert [message for _, _, message in run(source, ENV, ARCH)] == hits
+
+
+def test_string_literals_outside_docstrings() -> None:
+    providers = rule("XX103", {"kind": "string", "values": ["CUDAExecutionProvider"]},
+                     message="${value}")
+    source = '''\
+    """Runs on CUDAExecutionProvider."""
+    def f():
+        "CUDAExecutionProvider"
+        return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    name = "CUDA" "ExecutionProvider"
+    '''
+    assert run(source, providers) == [("XX103", 4, "CUDAExecutionProvider"),
+                                      ("XX103", 5, "CUDAExecutionProvider")]
+
+
+def test_assignment_to_a_plain_name() -> None:
+    warp = rule("XX510", {"kind": "assign", "names": ["WARP_SIZE", "warp_size"], "values": [32]})
+    source = "WARP_SIZE = 32\nself.warp_size = 32\nwarp_size = 64\nWARP_SIZES = 32\n"
+    assert [line for _, line, _ in run(source, warp)] == [1, 2]

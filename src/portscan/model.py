@@ -58,6 +58,7 @@ class Finding:
     message: str
     rewrite: str  #: the suggested ROCm-safe rewrite, as prose
     references: tuple[str, ...]
+    guard: str | None = None  #: why the severity was lowered (see portscan.match.guards)
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.span.line, self.span.column, self.rule)

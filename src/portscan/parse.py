@@ -164,7 +164,7 @@ class _OffsetState(CodegenState):
     matchers need a handful, so this tracks one integer and records just those.
     """
 
-    __slots__ = ("offset", "wanted", "found")
+    __slots__ = ("offset", "wanted", "found", "starts")
 
     def __init__(self, module: cst.Module, wanted: set[int]) -> None:
         super().__init__(default_indent=module.default_indent,
@@ -172,6 +172,16 @@ class _OffsetState(CodegenState):
         self.offset = 0
         self.wanted = wanted
         self.found: dict[int, tuple[int, int]] = {}
+        self.starts: dict[int, int] = {}
+
+    def before_codegen(self, node: cst.CSTNode) -> None:
+        if id(node) in self.wanted:
+            self.starts[id(node)] = self.offset
+
+    def after_codegen(self, node: cst.CSTNode) -> None:
+        key = id(node)
+        if key in self.wanted and key not in self.found:  # blocks: whitespace included
+            self.found[key] = (self.starts[key], self.offset)
 
     def add_token(self, value: str) -> None:
         self.offset += len(value)
@@ -189,10 +199,10 @@ class _OffsetState(CodegenState):
 
 
 def locate(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[int, int]]:
-    """Character offsets ``(start, end)`` of expression nodes, keyed by ``id(node)``.
+    """Character offsets ``(start, end)`` of CST nodes, keyed by ``id(node)``.
 
-    Ranges exclude surrounding parentheses and whitespace, like libcst's
-    ``PositionProvider``. Only expression nodes are recorded.
+    Expression ranges exclude surrounding parentheses and whitespace, like libcst's
+    ``PositionProvider``; other nodes (statement blocks) include their whitespace.
     """
     wanted = {id(node) for node in nodes}
     if not wanted:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 Literal = str | int | float | bool | tuple  # a literal value compared structurally
 
 _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
+_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORDISH = re.compile(r"^\w[\w.-]*\w$|^\w$")
 _PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
@@ -311,19 +312,63 @@ class ComparePattern:
 
 @dataclass(frozen=True, slots=True)
 class AssignPattern:
-    """Assignment to a qualified attribute, optionally of given literal values."""
+    """Assignment to a qualified attribute (``targets``, resolved through imports), or to
+    a plain variable or attribute by its own name (``names``, e.g. ``WARP_SIZE``),
+    optionally of given literal values."""
 
     kind: ClassVar[str] = "assign"
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
-    targets: tuple[str, ...]
+    targets: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
     values: tuple[Literal, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> AssignPattern:
-        return cls(targets=r.dotted("targets"), values=r.literals("values"))
+        pattern = cls(targets=r.dotted("targets", required=False),
+                      names=r.texts("names", required=False, check=_IDENTIFIER, what="identifier"),
+                      values=r.literals("values"))
+        if bool(pattern.targets) == bool(pattern.names):
+            raise PatternError(r.where, "give exactly one of `targets` and `names`")
+        return pattern
 
     def token_sets(self) -> tuple[frozenset[str], ...]:
-        return _segments(self.targets)
+        return _segments(self.targets) + tuple(frozenset({n}) for n in self.names)
+
+
+@dataclass(frozen=True, slots=True)
+class EnvPattern:
+    """An environment variable set from Python: ``os.environ["X"] = v``,
+    ``os.environ.setdefault("X", v)``, ``os.environ.update(X=v)``, ``os.putenv("X", v)``."""
+
+    kind: ClassVar[str] = "env"
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
+    names: tuple[str, ...]
+    values: tuple[Literal, ...] = ()
+
+    @classmethod
+    def read(cls, r: TableReader) -> EnvPattern:
+        return cls(names=r.texts("names", check=_IDENTIFIER, what="variable name"),
+                   values=r.literals("values"))
+
+    def token_sets(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset({n}) for n in self.names)
+
+
+@dataclass(frozen=True, slots=True)
+class StringPattern:
+    """A string literal with one of the given values, anywhere but a docstring
+    (``"CUDAExecutionProvider"`` in a providers list built elsewhere)."""
+
+    kind: ClassVar[str] = "string"
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
+    values: tuple[str, ...]
+
+    @classmethod
+    def read(cls, r: TableReader) -> StringPattern:
+        return cls(values=r.texts("values", check=_WORDISH, what="word-like string"))
+
+    def token_sets(self) -> tuple[frozenset[str], ...]:
+        return tuple(frozenset({v}) for v in self.values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,13 +391,13 @@ class SubprocessPattern:
 
 
 Pattern = (ImportPattern | NamePattern | CallPattern | ComparePattern | AssignPattern
-           | SubprocessPattern)
+           | EnvPattern | StringPattern | SubprocessPattern)
 
 #: kind name -> reader; an explicit literal, not a registry filled by imports.
 PATTERN_KINDS: dict[str, Callable[[TableReader], Pattern]] = {
     cls.kind: cls.read
     for cls in (ImportPattern, NamePattern, CallPattern, ComparePattern, AssignPattern,
-                SubprocessPattern)
+                EnvPattern, StringPattern, SubprocessPattern)
 }
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 from portscan.discover import SourcePath, discover, first_party_modules
 from portscan.match import Match
+from portscan.match.guards import guarded_severity
 from portscan.match.python import match_python
 from portscan.model import FileError, FileResult, Finding, ScanResult
 from portscan.parse import LineIndex, SourceError, decode_python, parse_python, read_bytes
@@ -20,10 +21,10 @@ from portscan.ruleset import RuleSet
 def to_finding(match: Match, path: str, lines: LineIndex) -> Finding:
     rule = match.rule
     return Finding(
-        rule=rule.code, name=rule.name, severity=rule.severity, category=rule.category,
-        confidence=rule.confidence, path=path, span=lines.span(match.start, match.end),
-        message=rule.render_message(match.variables), rewrite=rule.rewrite,
-        references=rule.references,
+        rule=rule.code, name=rule.name, severity=guarded_severity(rule.severity, match.guard),
+        category=rule.category, confidence=rule.confidence, path=path,
+        span=lines.span(match.start, match.end), message=rule.render_message(match.variables),
+        rewrite=rule.rewrite, references=rule.references, guard=match.guard,
     )
 
 

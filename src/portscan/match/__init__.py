@@ -16,3 +16,4 @@ class Match:
     start: int
     end: int
     variables: Mapping[str, str] = field(default_factory=dict)
+    guard: str | None = None  #: see :mod:`portscan.match.guards`

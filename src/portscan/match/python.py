@@ -22,6 +22,16 @@ from dataclasses import dataclass
 import libcst as cst
 
 from portscan.match import Match
+from portscan.match.guards import (
+    FALLBACK,
+    GUARD_ORDER,
+    TYPE_CHECKING,
+    VENDOR_BRANCH,
+    boolean_operands,
+    handler_falls_back,
+    is_type_checking,
+    is_vendor_check,
+)
 from portscan.parse import locate
 from portscan.match.syntax import (
     MISSING,
@@ -38,8 +48,10 @@ from portscan.patterns import (
     AssignPattern,
     CallPattern,
     ComparePattern,
+    EnvPattern,
     ImportPattern,
     NamePattern,
+    StringPattern,
     SubprocessPattern,
     is_at_or_below,
     name_matches,
@@ -114,6 +126,9 @@ class _Index:
         self.calls: list[Rule] = []
         self.compares: list[Rule] = []
         self.assigns: dict[str, list[Rule]] = {}
+        self.assign_names: dict[str, list[Rule]] = {}
+        self.envs: dict[str, list[Rule]] = {}
+        self.strings: dict[str, list[Rule]] = {}
         self.spawns: dict[str, list[Rule]] = {}
         for rule in rules:
             p = rule.pattern
@@ -132,10 +147,18 @@ class _Index:
             elif isinstance(p, AssignPattern):
                 for target in p.targets:
                     self.assigns.setdefault(target, []).append(rule)
+                for name in p.names:
+                    self.assign_names.setdefault(name, []).append(rule)
+            elif isinstance(p, EnvPattern):
+                for name in p.names:
+                    self.envs.setdefault(name, []).append(rule)
+            elif isinstance(p, StringPattern):
+                for value in p.values:
+                    self.strings.setdefault(value, []).append(rule)
             elif isinstance(p, SubprocessPattern):
                 for callee in p.callees:
                     self.spawns.setdefault(callee, []).append(rule)
-        self.wants_calls = bool(self.calls or self.spawns or self.compares)
+        self.wants_calls = bool(self.calls or self.spawns or self.compares or self.envs)
 
     def name_rules(self, qualified: str) -> Iterator[Rule]:
         yield from self.names.get(qualified, ())
@@ -169,6 +192,14 @@ class _Collector(cst.CSTVisitor):
         self.calls: list[tuple[cst.Call, _Scope]] = []
         self.compares: list[tuple[cst.Comparison, _Scope]] = []
         self.assigns: list[tuple[_Chain, cst.BaseExpression]] = []
+        #: plain-name assignments: (target node, its own name, value)
+        self.named_assigns: list[tuple[cst.BaseExpression, str, cst.BaseExpression]] = []
+        #: `x[key] = value` where x is a dotted chain (for os.environ): (chain, key node, value)
+        self.item_assigns: list[tuple[_Chain, cst.BaseExpression, cst.BaseExpression]] = []
+        self.strings: list[cst.BaseExpression] = []
+        #: nodes whose code is guarded (see portscan.match.guards), with the guard's name
+        self.regions: list[tuple[cst.CSTNode, str]] = []
+        self._flattened: set[int] = set()
         #: (rule, import statement, imported full name, node to report, name to show)
         self.import_sites: list[tuple[Rule, cst.CSTNode, str, cst.BaseExpression, str]] = []
 
@@ -343,10 +374,25 @@ class _Collector(cst.CSTVisitor):
         return False
 
     def _store(self, target: cst.BaseExpression, value: cst.BaseExpression | None) -> None:
-        chain = dotted(target) if isinstance(target, cst.Attribute) else None
-        if chain is not None and value is not None and self.index.assigns:
-            self.assigns.append((_Chain(chain[0], chain[1], self.scope), value))
+        if value is not None:
+            self._record_store(target, value)
         self._bind_target(target, value)
+
+    def _record_store(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        index = self.index
+        chain = dotted(target) if isinstance(target, cst.Attribute) else None
+        if chain is not None and index.assigns:
+            self.assigns.append((_Chain(chain[0], chain[1], self.scope), value))
+        own_name = (target.value if isinstance(target, cst.Name)
+                    else target.attr.value if isinstance(target, cst.Attribute) else None)
+        if own_name in index.assign_names:
+            self.named_assigns.append((target, own_name, value))
+        if (index.envs and isinstance(target, cst.Subscript) and len(target.slice) == 1
+                and isinstance(target.slice[0].slice, cst.Index)):
+            container = dotted(target.value)
+            if container is not None:
+                self.item_assigns.append((_Chain(container[0], container[1], self.scope),
+                                          target.slice[0].slice.value, value))
 
     def visit_For(self, node: cst.For) -> bool:
         self._mark_operand(node.iter)
@@ -450,6 +496,19 @@ class _Collector(cst.CSTVisitor):
             self._visit(arg.value)
         return False
 
+    def visit_Expr(self, node: cst.Expr) -> bool:
+        return string_text(node.value) is None  # a bare string is a docstring or a comment
+
+    def visit_SimpleString(self, node: cst.SimpleString) -> bool:
+        if self.index.strings:
+            self.strings.append(node)
+        return False
+
+    def visit_ConcatenatedString(self, node: cst.ConcatenatedString) -> bool:
+        if self.index.strings:
+            self.strings.append(node)
+        return False
+
     def visit_Arg(self, node: cst.Arg) -> bool:
         self._visit(node.value)
         return False
@@ -484,6 +543,13 @@ class _Collector(cst.CSTVisitor):
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
         if isinstance(node.operator, cst.Or):
             self._mark_test(node.left)  # `x or default`: a falsy x is replaced
+        if id(node) not in self._flattened:
+            operands = boolean_operands(node)
+            self._flattened.update(id(n) for n in _nested_boolean_operations(node))
+            vendor = [is_vendor_check(operand) for operand in operands]
+            if any(vendor):  # `torch.version.cuda is not None and cap >= (9, 0)`
+                self.regions.extend((operand, VENDOR_BRANCH)
+                                    for operand, check in zip(operands, vendor) if not check)
         return True
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
@@ -501,9 +567,22 @@ class _Collector(cst.CSTVisitor):
 
     def _visit_condition(self, node: cst.If | cst.While | cst.IfExp | cst.Assert) -> bool:
         self._mark_test(node.test)
+        if isinstance(node, (cst.If, cst.IfExp)):
+            if isinstance(node, cst.If) and is_type_checking(node.test):
+                self.regions.append((node.body, TYPE_CHECKING))
+            elif is_vendor_check(node.test):
+                branches = (node.body, node.orelse)
+                self.regions.extend((b, VENDOR_BRANCH) for b in branches if b is not None)
         return True
 
     visit_If = visit_While = visit_IfExp = visit_Assert = _visit_condition
+
+    def visit_Try(self, node: cst.Try | cst.TryStar) -> bool:
+        if any(handler_falls_back(handler) for handler in node.handlers):
+            self.regions.append((node.body, FALLBACK))
+        return True
+
+    visit_TryStar = visit_Try
 
 
 # --------------------------------------------------------------------------- matching
@@ -524,6 +603,9 @@ class _Resolver:
         self._calls()
         self._compares()
         self._assigns()
+        self._named_assigns()
+        self._envs()
+        self._strings()
 
     def _hit(self, rule: Rule, site: object, node: cst.BaseExpression, **variables: str) -> None:
         self.hits.append((rule, site, node, variables))
@@ -698,6 +780,51 @@ class _Resolver:
                               value=source_snippet(self.module, value))
 
 
+    def _named_assigns(self) -> None:
+        for target, name, value in self.c.named_assigns:
+            for rule in self.c.index.assign_names[name]:
+                assert isinstance(rule.pattern, AssignPattern)
+                if not rule.pattern.values or literal_in(literal(value), rule.pattern.values):
+                    self._hit(rule, id(target), target, name=name,
+                              value=source_snippet(self.module, value))
+
+    def _envs(self) -> None:
+        """``os.environ[K] = v``, ``os.environ.setdefault(K, v)``, ``os.environ.update(...)``,
+        ``os.putenv(K, v)``."""
+        if not self.c.index.envs:
+            return
+        for chain, key, value in self.c.item_assigns:
+            if "os.environ" in chain.scope.qualified(chain.parts):
+                self._env_hit(key, value)
+        for call, scope in self.c.calls:
+            names = self._callee_names(call, scope)
+            if "os.environ.setdefault" in names or "os.putenv" in names:
+                env_key, env_value = _argument(call, 0, "key"), _argument(call, 1, "value")
+                if env_key is not None and env_value is not None:
+                    self._env_hit(env_key, env_value)
+            elif "os.environ.update" in names:
+                for arg in call.args:
+                    if arg.keyword is not None:
+                        self._env_hit(arg.keyword, arg.value)
+                    elif isinstance(arg.value, cst.Dict):
+                        for element in arg.value.elements:
+                            if isinstance(element, cst.DictElement):
+                                self._env_hit(element.key, element.value)
+
+    def _env_hit(self, key: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        name = key.value if isinstance(key, cst.Name) else string_text(key)
+        for rule in self.c.index.envs.get(name or "", ()):
+            assert isinstance(rule.pattern, EnvPattern)
+            if not rule.pattern.values or literal_in(literal(value), rule.pattern.values):
+                self._hit(rule, id(key), key, name=name or "", value=source_snippet(self.module, value))
+
+    def _strings(self) -> None:
+        for node in self.c.strings:
+            text = string_text(node)
+            for rule in self.c.index.strings.get(text or "", ()):
+                self._hit(rule, id(node), node, value=text or "")
+
+
 def _values(scope: _Scope, name: str) -> Iterator[tuple[tuple[cst.BaseExpression, int | None], _Scope]]:
     owner = scope.lookup(name)
     if owner is not None and all(q is None for q in owner.bindings[name]):
@@ -746,6 +873,17 @@ def _arg_ok(call: cst.Call, cond) -> bool:
     return False
 
 
+def _nested_boolean_operations(node: cst.BooleanOperation) -> list[cst.BooleanOperation]:
+    found = []
+    stack: list[cst.BaseExpression] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, cst.BooleanOperation) and not item.lpar:
+            found.append(item)
+            stack.extend((item.left, item.right))
+    return found
+
+
 def _drop_superseded(hits: list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]]
                      ) -> list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]]:
     superseded = {(code, site) for rule, site, _, _ in hits for code in rule.supersedes}
@@ -762,12 +900,18 @@ def match_python(module: cst.Module, rules: Sequence[Rule],
     resolver.run()
     hits = _drop_superseded(resolver.hits)
     reports = _report_nodes(hits)
-    offsets = locate(module, (node for _, node, _ in reports))
+    if not reports:
+        return []
+    regions = collector.regions
+    offsets = locate(module, [node for _, node, _ in reports] + [node for node, _ in regions])
+    guarded = [(offsets[id(node)], guard) for node, guard in regions if id(node) in offsets]
     matches = []
     for rule, node, variables in reports:
         start, end = offsets[id(node)]
+        guards = {guard for (g_start, g_end), guard in guarded if g_start <= start and end <= g_end}
+        guard = next((g for g in GUARD_ORDER if g in guards), None)
         variables.setdefault("matched", source_snippet(module, node))
-        matches.append(Match(rule, start, end, variables))
+        matches.append(Match(rule, start, end, variables, guard))
     return matches
 
 

@@ -26,6 +26,7 @@ def finding_to_dict(finding: Finding) -> dict[str, object]:
         "message": finding.message,
         "rewrite": finding.rewrite,
         "references": list(finding.references),
+        "guard": finding.guard,
         "fix": None,
     }
 

@@ -66,6 +66,8 @@ def render_finding(finding: Finding, lines: list[str] | None) -> Group:
     head.append(f"{finding.rule} ", style="bold magenta")
     head.append(f"{finding.severity.value:<7} ", style=SEVERITY_STYLE[finding.severity])
     head.append(clean(finding.message))
+    if finding.guard:
+        head.append(f" (guarded: {finding.guard})", style="dim")
     parts: list[object] = [head]
     if lines is not None and finding.span.line <= len(lines):
         parts.append(code_frame(lines, finding))

@@ -1,0 +1,121 @@
+"""Guards: code that already copes with ROCm is reported at a lower severity.
+
+The Python matcher records *guarded regions* while it walks a file; a finding whose
+range lies inside one takes the guard's name and a lowered severity:
+
+``type-checking``
+    under ``if TYPE_CHECKING:`` -- never runs -- reported as ``info``.
+``vendor-branch``
+    in a branch of an ``if``/``elif``/ternary whose condition checks the GPU vendor
+    (``torch.version.hip``, ``torch.version.cuda``, ``gcnArchName``, or a name such
+    as ``is_rocm``/``IS_HIP``), or beside such a check in an ``and``/``or`` chain
+    (``torch.version.cuda is not None and cap >= (9, 0)``) -- the author handles ROCm
+    explicitly -- reported as ``info``.
+``fallback``
+    in the body of a ``try`` with a handler that catches the failure (a bare
+    ``except``, ``ImportError``, ``Exception``, ``OSError``, ...) and does not just
+    re-raise -- the code degrades instead of crashing -- reported one step lower
+    (error -> warning -> info).
+
+The vendor test is a syntactic heuristic, stated here so users can predict it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from portscan.match.syntax import dotted, string_text
+from portscan.model import Severity
+
+TYPE_CHECKING = "type-checking"
+VENDOR_BRANCH = "vendor-branch"
+FALLBACK = "fallback"
+
+#: Exceptions whose handler means "this may fail on some machines, and we cope".
+FALLBACK_EXCEPTIONS = frozenset({
+    "ImportError", "ModuleNotFoundError", "Exception", "BaseException", "OSError",
+    "FileNotFoundError", "RuntimeError", "AttributeError", "TypeError", "ValueError",
+    "CalledProcessError", "SubprocessError", "NVMLError", "AssertionError",
+})
+_VENDOR_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd)(_|$)|^gcnArchName$")
+_VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)")
+
+#: A guard's effect on severity; ``None`` means "one step lower".
+_GUARD_SEVERITY: dict[str, Severity | None] = {
+    TYPE_CHECKING: Severity.INFO,
+    VENDOR_BRANCH: Severity.INFO,
+    FALLBACK: None,
+}
+_ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
+                  Severity.INFO: Severity.INFO}
+#: When regions nest, the strongest guard wins.
+GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, FALLBACK)
+
+
+def guarded_severity(severity: Severity, guard: str | None) -> Severity:
+    if guard is None:
+        return severity
+    target = _GUARD_SEVERITY[guard]
+    return _ONE_STEP_DOWN[severity] if target is None else target
+
+
+def is_type_checking(test: cst.BaseExpression) -> bool:
+    chain = dotted(test)
+    return chain is not None and chain[1][-1] == "TYPE_CHECKING"
+
+
+def is_vendor_check(expr: cst.CSTNode) -> bool:
+    """Does this condition ask which GPU vendor (or build) it runs on?"""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        chain = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+        if chain is not None:
+            parts = chain[1]
+            if parts[-2:] in (["version", "hip"], ["version", "cuda"]):
+                return True
+            if any(_VENDOR_WORD.search(part) for part in parts):
+                return True
+            continue
+        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            text = string_text(node)
+            if text is not None and _VENDOR_TEXT.search(text):
+                return True
+            continue
+        if isinstance(node, cst.Attribute) and _VENDOR_WORD.search(node.attr.value):
+            return True
+        stack.extend(node.children)
+    return False
+
+
+def handler_falls_back(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
+    """A handler that catches a plausible failure and does something other than re-raise."""
+    if handler.type is not None:
+        types = handler.type.elements if isinstance(handler.type, cst.Tuple) else None
+        names = ([e.value for e in types] if types is not None else [handler.type])
+        caught = set()
+        for name in names:
+            chain = dotted(name)
+            if chain is not None:
+                caught.add(chain[1][-1])
+        if not caught & FALLBACK_EXCEPTIONS:
+            return False
+    body = handler.body.body
+    statements = [s for line in body for s in getattr(line, "body", [line])]
+    return not statements or not all(isinstance(s, cst.Raise) for s in statements)
+
+
+def boolean_operands(node: cst.BooleanOperation) -> list[cst.BaseExpression]:
+    """``a and b or c`` flattened to its operands."""
+    operands: list[cst.BaseExpression] = []
+    stack: list[cst.BaseExpression] = [node]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, cst.BooleanOperation) and not item.lpar:
+            stack.append(item.right)
+            stack.append(item.left)
+        else:
+            operands.append(item)
+    return operands
