@@ -82,3 +82,13 @@ def test_first_party_modules(tmp_path: Path) -> None:
     touch(tmp_path, "train.py", "apex/__init__.py", "scripts/run.py", "src/mypkg/__init__.py",
           "src/tool.py", "my-script.py")
     assert first_party_modules(tmp_path) == {"train", "apex", "mypkg", "tool"}
+
+
+def test_a_scripts_sibling_modules_are_first_party(tmp_path: Path, rules) -> None:
+    from portscan.scan import scan_paths
+
+    touch(tmp_path, "tools/pynvml.py")  # a vendored shim next to the script
+    (tmp_path / "tools" / "report.py").write_text("import pynvml\n")
+    (tmp_path / "other.py").write_text("import pynvml\n")
+    result = scan_paths([tmp_path], rules)
+    assert [(f.path, f.rule) for f in result.findings] == [("other.py", "PS602")]

@@ -14,6 +14,7 @@ EXPECTED = [
     ("models/vit.py", 7, "PS204"),     # import apex.normalization.fused_layer_norm as fln
     ("models/vit.py", 8, "PS204"),     # from apex.normalization import FusedLayerNorm
     ("models/vit.py", 16, "PS502"),    # get_device_capability()[0] >= 9 -> FlashAttention-3
+    ("models/vit.py", 17, "PS702"),    # from flash_attn_interface import ... (Hopper-only FA3)
     ("models/vit.py", 20, "PS501"),    # get_device_capability() >= (8, 0)
     ("models/vit.py", 21, "PS503"),    # torch.float8_e4m3fn
     ("models/vit.py", 59, "PS210"),    # FusedLayerNorm(dim, eps=1e-6)
@@ -21,7 +22,9 @@ EXPECTED = [
     ("scripts/export_tensorrt.py", 4, "PS101"),   # import tensorrt as trt
     ("scripts/export_tensorrt.py", 6, "PS102"),   # import torch_tensorrt
     ("scripts/export_tensorrt.py", 16, "PS104"),  # torch.compile(model, backend="tensorrt")
+    ("setup.py", 8, "PS404"),          # if CUDA_HOME is None: raise
     ("setup.py", 11, "PS401"),         # torch.version.cuda.split(".")
+    ("setup.py", 22, "PS610"),         # os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ...)
     ("train.py", 13, "PS202"),         # from apex import amp
     ("train.py", 14, "PS203"),         # from apex.optimizers import FusedAdam
     ("train.py", 15, "PS205"),         # from apex.parallel import DistributedDataParallel ...
@@ -29,10 +32,15 @@ EXPECTED = [
     ("train.py", 25, "PS303"),         # cuda.matmul.allow_tf32 = True
     ("train.py", 26, "PS304"),         # cudnn.allow_tf32 = True (info)
     ("train.py", 27, "PS305"),         # set_float32_matmul_precision("high")
+    ("train.py", 68, "PS223"),         # convert_syncbn_model(model)
     ("train.py", 69, "PS209"),         # FusedAdam(...)
+    ("train.py", 71, "PS216"),         # amp.initialize(model, optimizer, opt_level=...)
+    ("train.py", 73, "PS222"),         # ApexDDP(model, delay_allreduce=True)
+    ("train.py", 86, "PS218"),         # with amp.scale_loss(loss, optimizer) as scaled_loss
     ("utils/gpu.py", 6, "PS602"),      # import pynvml
     ("utils/gpu.py", 14, "PS401"),     # torch.version.cuda.split(".")
     ("utils/gpu.py", 18, "PS402"),     # if torch.version.cuda:
+    ("utils/gpu.py", 20, "PS403"),     # f"... {torch.version.cuda}" (info, inside the cuda check)
     ("utils/gpu.py", 28, "PS601"),     # ["nvidia-smi", ...]
 ]
 

@@ -201,7 +201,7 @@ CAP = rule("XX501", {"kind": "compare", "callees": ["torch.cuda.get_device_capab
 HOPPER = rule("XX502", {"kind": "compare", "callees": ["torch.cuda.get_device_capability"],
                         "values": [[9, 0], 9]}, supersedes=("XX501",))
 NAME = rule("XX504", {"kind": "compare", "callees": ["torch.cuda.get_device_name"],
-                      "operators": ["in", "=="], "values": ["A100", "H100"]})
+                      "operators": ["contains", "=="], "values": ["A100", "H100"]})
 PROPS = rule("XX505", {"kind": "compare", "callees": ["torch.cuda.get_device_properties"],
                        "attributes": ["major"], "values": [9]})
 
@@ -215,6 +215,7 @@ PROPS = rule("XX505", {"kind": "compare", "callees": ["torch.cuda.get_device_pro
     ('"A100" in torch.cuda.get_device_name()', ["XX504"]),
     ('torch.cuda.get_device_name(0) == "H100"', ["XX504"]),
     ('torch.cuda.get_device_name(0) != "H100"', []),
+    ('torch.cuda.get_device_name(0) in ("A100", "H100")', []),
     ("torch.cuda.get_device_properties(0).major >= 9", ["XX505"]),
     ("torch.cuda.get_device_properties(0).minor >= 9", []),
     ("torch.cuda.device_count() >= 9", []),
@@ -423,13 +424,24 @@ def guarded(source: str):
 
 @pytest.mark.parametrize("source, expected", [
     ("try:\n    import pynvml\nexcept ImportError:\n    pynvml = None\n",
-     [(2, "XX602", "warning", "fallback")]),
+     [(2, "XX602", "info", "fallback")]),
     ("try:\n    import pynvml\nexcept (ImportError, OSError):\n    pass\n",
-     [(2, "XX602", "warning", "fallback")]),
-    ("try:\n    import pynvml\nexcept:\n    log('no nvml')\n", [(2, "XX602", "warning", "fallback")]),
+     [(2, "XX602", "info", "fallback")]),
+    ("try:\n    import pynvml\nexcept:\n    log('no nvml')\n", [(2, "XX602", "info", "fallback")]),
+    ("import torch\ntry:\n    v = float(torch.version.cuda)\nexcept TypeError:\n    v = 0.0\n",
+     [(3, "XX401", "warning", "fallback")]),
+    ("import torch\ndef v():\n    if torch.version.hip:\n        return 0\n    return float(torch.version.cuda)\n",
+     [(5, "XX401", "info", "vendor-branch")]),
+    ("import torch\ndef v():\n    if torch.version.hip:\n        x = 0\n    return float(torch.version.cuda)\n",
+     [(5, "XX401", "error", None)]),
+    ("import torch\nok = torch.version.cuda is not None and float(torch.version.cuda) >= 11.8\n",
+     [(2, "XX402", "info", "vendor-branch"), (2, "XX401", "info", "vendor-branch")]),
     ("try:\n    import pynvml\nexcept ImportError:\n    raise SystemExit('install nvml')\n",
      [(2, "XX602", "error", None)]),
     ("try:\n    import pynvml\nexcept KeyError:\n    pass\n", [(2, "XX602", "error", None)]),
+    ("try:\n    import pynvml\nexcept ImportError as e:\n    if strict:\n        raise\n    pynvml = None\n",
+     [(2, "XX602", "info", "fallback")]),
+    ("try:\n    import pynvml\nexcept ImportError:\n    raise\n", [(2, "XX602", "error", None)]),
     ("try:\n    pass\nexcept ImportError:\n    import pynvml\n", [(4, "XX602", "error", None)]),
     ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import tensorrt\n",
      [(3, "XX602", "info", "type-checking")]),
@@ -444,7 +456,7 @@ def guarded(source: str):
     ("import torch\nif 'rocm' in torch.__version__:\n    pass\nelse:\n    import pynvml\n",
      [(5, "XX602", "info", "vendor-branch")]),
     ("import torch\nhopper = torch.version.cuda is not None and torch.cuda.get_device_capability() >= (9, 0)\n",
-     [(2, "XX402", "warning", None), (2, "XX502", "info", "vendor-branch")]),
+     [(2, "XX402", "info", "vendor-branch"), (2, "XX502", "info", "vendor-branch")]),
     ("import torch\nx = 'hip' if torch.version.hip else torch.version.cuda[:2]\n",
      [(2, "XX401", "info", "vendor-branch")]),
     ("import torch\nif torch.cuda.is_available():\n    v = float(torch.version.cuda)\n",
@@ -497,3 +509,23 @@ def test_assignment_to_a_plain_name() -> None:
     warp = rule("XX510", {"kind": "assign", "names": ["WARP_SIZE", "warp_size"], "values": [32]})
     source = "WARP_SIZE = 32\nself.warp_size = 32\nwarp_size = 64\nWARP_SIZES = 32\n"
     assert [line for _, line, _ in run(source, warp)] == [1, 2]
+
+
+def test_string_unless_a_sibling_in_the_same_literal() -> None:
+    cuda_ep = rule("XX108", {"kind": "string", "values": ["CUDAExecutionProvider"],
+                             "unless": ["MIGraphXExecutionProvider"]})
+    source = '''\
+    a = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+    b = ["MIGraphXExecutionProvider", "CUDAExecutionProvider", "CPUExecutionProvider"]
+    c = [("MIGraphXExecutionProvider", {}), ("CUDAExecutionProvider", {"device_id": 0})]
+    d = ("CUDAExecutionProvider",)
+    '''
+    assert [line for _, line, _ in run(source, cuda_ep)] == [1, 4]
+
+
+def test_env_value_regex() -> None:
+    conf = rule("XX318", {"kind": "env", "names": ["PYTORCH_CUDA_ALLOC_CONF"],
+                          "regex": "expandable_segments:\\s*True"})
+    source = ('import os\nos.environ["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:128,expandable_segments:True"\n'
+              'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:128"\n')
+    assert [line for _, line, _ in run(source, conf)] == [2]

@@ -30,8 +30,8 @@ def test_fixture_report_groups_by_file_with_frames_and_summary(rules) -> None:
     assert "│                  ^^^\n" in out  # the underline sits under `amp`
     assert "rewrite: `with torch.amp.autocast(\"cuda\", dtype=torch.float16):`" in out
     assert "see: https://github.com/NVIDIA/apex/pull/1896" in out
-    assert "23 findings in 5 of 8 files: 9 error, 13 warning, 1 info" in out
-    for row in ("apex           -        8     -      8", "version        2        1     -      3"):
+    assert "31 findings in 5 of 8 files: 11 error, 18 warning, 2 info" in out
+    for row in ("apex           -       12     -     12", "version        3        1     1      5"):
         assert row in out
 
 

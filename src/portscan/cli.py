@@ -9,11 +9,16 @@ Exit codes (ruff's convention):
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 from collections.abc import Sequence
 
 from portscan import __version__
+
+if TYPE_CHECKING:
+    from portscan.ruleset import Rule, RuleSet
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
@@ -43,25 +48,42 @@ def build_parser() -> argparse.ArgumentParser:
     )
     scan.add_argument("paths", nargs="*", type=Path, metavar="PATH",
                       help="files or directories to scan (default: the current directory)")
-    scan.add_argument("--format", choices=("full", "json"), default="full",
+    scan.add_argument("--format", choices=("full", "json", "markdown"), default="full",
                       help="full: grouped report with code frames (default); "
-                           "json: one JSON object (see docs/json-output.md)")
+                           "json: one JSON object (see docs/json-output.md); "
+                           "markdown: a migration report with a readiness verdict")
+    rules = commands.add_parser("rules", help="list every rule",
+                                description="List every rule: code, name, severity, category.")
+    rules.add_argument("--format", choices=("table", "json"), default="table")
+    explain = commands.add_parser("explain", help="show a rule's documentation",
+                                  description="Show what a rule flags, ROCm behaviour, rewrite, "
+                                              "example and references.")
+    explain.add_argument("rule", metavar="CODE", help="rule code or name, e.g. PS202 or apex-amp")
+    docs = commands.add_parser("docs", help="write docs/rules/ from the rule files",
+                               description="Generate one Markdown page per rule plus an index.")
+    docs.add_argument("--out", type=Path, default=Path("docs/rules"), help="output folder")
+    docs.add_argument("--check", action="store_true",
+                      help="write nothing; exit 1 if the folder is out of date")
     return parser
 
 
-def run_scan(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from portscan.discover import UsageError
+def load_rules_or_report() -> RuleSet | None:
     from portscan.ruleset import RuleSetError, load_rules
-    from portscan.scan import scan_paths
 
     try:
-        rules = load_rules()
+        return load_rules()
     except RuleSetError as exc:
         for error in exc.errors:
             print(f"portscan: invalid rule file: {error}", file=sys.stderr)
-        return EXIT_ERROR
+        return None
+
+
+def run_scan(args: argparse.Namespace, rules: RuleSet) -> int:
+    from rich.console import Console
+
+    from portscan.discover import UsageError
+    from portscan.scan import scan_paths
+
     try:
         result = scan_paths(args.paths or [Path(".")], rules)
     except UsageError as exc:
@@ -71,6 +93,10 @@ def run_scan(args: argparse.Namespace) -> int:
         from portscan.report.json import render_json
 
         sys.stdout.write(render_json(result))
+    elif args.format == "markdown":
+        from portscan.report.markdown import render_markdown
+
+        sys.stdout.write(render_markdown(result))
     else:
         from portscan.report.text import render_text
 
@@ -84,13 +110,78 @@ def run_scan(args: argparse.Namespace) -> int:
     return EXIT_FINDINGS if result.findings or result.errors else EXIT_CLEAN
 
 
+def run_rules(args: argparse.Namespace, rules: RuleSet) -> int:
+    if args.format == "json":
+        from portscan.report.json import rule_to_dict
+
+        sys.stdout.write(json.dumps([rule_to_dict(rule) for rule in rules.rules], indent=2) + "\n")
+        return EXIT_CLEAN
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(rules)} rules", title_justify="left", show_edge=False)
+    for column in ("code", "name", "severity", "category", "confidence", "fixable"):
+        table.add_column(column)
+    for rule in rules.rules:
+        table.add_row(rule.code, rule.name, rule.severity.value, rule.category,
+                      rule.confidence.value, "no")
+    Console(highlight=False).print(table)
+    return EXIT_CLEAN
+
+
+def find_rule(rules: RuleSet, key: str) -> Rule | None:
+    return rules.by_code.get(key.upper()) or next((r for r in rules.rules if r.name == key), None)
+
+
+def run_explain(args: argparse.Namespace, rules: RuleSet) -> int:
+    from rich.console import Console
+    from rich.markdown import Markdown
+
+    from portscan.docs import render_rule_page
+
+    rule = find_rule(rules, args.rule)
+    if rule is None:
+        print(f"portscan: no rule {args.rule!r}; `portscan rules` lists them", file=sys.stderr)
+        return EXIT_ERROR
+    page = render_rule_page(rule).split("\n", 1)[1]  # drop the generated-file banner
+    Console(highlight=False).print(Markdown(page))
+    return EXIT_CLEAN
+
+
+def run_docs(args: argparse.Namespace, rules: RuleSet) -> int:
+    from portscan.docs import render_all
+
+    pages = render_all(rules.rules)
+    existing = {p.name: p.read_text(encoding="utf-8") for p in args.out.glob("*.md")} \
+        if args.out.is_dir() else {}
+    stale = sorted(set(existing) - set(pages))
+    changed = sorted(name for name, text in pages.items() if existing.get(name) != text)
+    if args.check:
+        for name in changed + stale:
+            print(f"portscan: {args.out / name} is out of date; run `portscan docs`", file=sys.stderr)
+        return EXIT_FINDINGS if changed or stale else EXIT_CLEAN
+    args.out.mkdir(parents=True, exist_ok=True)
+    for name in changed:
+        (args.out / name).write_text(pages[name], encoding="utf-8")
+    for name in stale:
+        (args.out / name).unlink()
+    print(f"portscan: {len(changed)} written, {len(stale)} removed, {len(pages)} pages in {args.out}")
+    return EXIT_CLEAN
+
+
+COMMANDS = {"scan": run_scan, "rules": run_rules, "explain": run_explain, "docs": run_docs}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_ERROR
+    rules = load_rules_or_report()
+    if rules is None:
+        return EXIT_ERROR
     try:
-        return run_scan(args)
+        return COMMANDS[args.command](args, rules)
     except KeyboardInterrupt:
         return 130

@@ -135,21 +135,27 @@ def discover(paths: Sequence[Path]) -> Discovery:
     return Discovery(root, tuple(files), tuple(errors))
 
 
+def modules_in(directory: Path) -> frozenset[str]:
+    """Names importable from ``directory``: its ``*.py`` modules and its packages."""
+    names: set[str] = set()
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return frozenset()
+    for entry in entries:
+        if entry.name.endswith(".py") and entry.is_file():
+            names.add(entry.name[:-3])
+        elif entry.is_dir() and (Path(entry.path) / "__init__.py").is_file():
+            names.add(entry.name)
+    return frozenset(n for n in names if n.isidentifier())
+
+
 def first_party_modules(root: Path) -> frozenset[str]:
     """Top-level modules the project itself provides (at the root and under ``src/``).
 
     Imports of these are the project's own code, never a third-party package of the
-    same name.
+    same name. A script also imports its own directory's modules by plain name
+    (Python puts the script's directory on ``sys.path``): :func:`modules_in` gives
+    those, per file.
     """
-    names: set[str] = set()
-    for base in (root, root / "src"):
-        try:
-            entries = list(os.scandir(base))
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name.endswith(".py") and entry.is_file():
-                names.add(entry.name[:-3])
-            elif entry.is_dir() and (Path(entry.path) / "__init__.py").is_file():
-                names.add(entry.name)
-    return frozenset(n for n in names if n.isidentifier())
+    return modules_in(root) | modules_in(root / "src")

@@ -20,7 +20,8 @@ _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORDISH = re.compile(r"^\w[\w.-]*\w$|^\w$")
 _PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
-COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in")
+#: Written with the call on the left: ``f() in (...)`` is "in"; ``"x" in f()`` is "contains".
+COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in", "contains", "not contains")
 USAGES = ("any", "truth", "operand", "other")
 
 #: Calls that start a process; their first argument is a command line or argv list.
@@ -344,11 +345,15 @@ class EnvPattern:
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     names: tuple[str, ...]
     values: tuple[Literal, ...] = ()
+    regex: re.Pattern[str] | None = None  #: searched in a string value
 
     @classmethod
     def read(cls, r: TableReader) -> EnvPattern:
-        return cls(names=r.texts("names", check=_IDENTIFIER, what="variable name"),
-                   values=r.literals("values"))
+        pattern = cls(names=r.texts("names", check=_IDENTIFIER, what="variable name"),
+                      values=r.literals("values"), regex=r.regex("regex"))
+        if pattern.values and pattern.regex is not None:
+            raise PatternError(r.where, "give at most one of `values` and `regex`")
+        return pattern
 
     def token_sets(self) -> tuple[frozenset[str], ...]:
         return tuple(frozenset({n}) for n in self.names)
@@ -357,15 +362,18 @@ class EnvPattern:
 @dataclass(frozen=True, slots=True)
 class StringPattern:
     """A string literal with one of the given values, anywhere but a docstring
-    (``"CUDAExecutionProvider"`` in a providers list built elsewhere)."""
+    (``"CUDAExecutionProvider"`` in a providers list built elsewhere), unless the
+    list or tuple literal holding it also holds one of ``unless``."""
 
     kind: ClassVar[str] = "string"
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
     values: tuple[str, ...]
+    unless: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> StringPattern:
-        return cls(values=r.texts("values", check=_WORDISH, what="word-like string"))
+        return cls(values=r.texts("values", check=_WORDISH, what="word-like string"),
+                   unless=r.texts("unless", required=False))
 
     def token_sets(self) -> tuple[frozenset[str], ...]:
         return tuple(frozenset({v}) for v in self.values)

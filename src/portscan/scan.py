@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from collections.abc import Sequence
 
-from portscan.discover import SourcePath, discover, first_party_modules
+from portscan.discover import SourcePath, discover, first_party_modules, modules_in
 from portscan.match import Match
 from portscan.match.guards import guarded_severity
 from portscan.match.python import match_python
@@ -21,7 +21,7 @@ from portscan.ruleset import RuleSet
 def to_finding(match: Match, path: str, lines: LineIndex) -> Finding:
     rule = match.rule
     return Finding(
-        rule=rule.code, name=rule.name, severity=guarded_severity(rule.severity, match.guard),
+        rule=rule.code, name=rule.name, severity=guarded_severity(rule.severity, match.guard, rule.pattern.kind == "import"),
         category=rule.category, confidence=rule.confidence, path=path,
         span=lines.span(match.start, match.end), message=rule.render_message(match.variables),
         rewrite=rule.rewrite, references=rule.references, guard=match.guard,
@@ -64,11 +64,15 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet) -> ScanResult:
     """Scan files and directories. Raises :class:`portscan.discover.UsageError` for a
     path that does not exist; every per-file problem lands in ``errors``."""
     discovery = discover(paths)
-    first_party = first_party_modules(discovery.root)
+    project = first_party_modules(discovery.root)
+    local: dict[Path, frozenset[str]] = {}  # directory -> project modules seen from there
     findings: list[Finding] = []
     errors = list(discovery.errors)
     for source in discovery.files:
-        result = scan_file(source, rules, first_party)
+        directory = source.path.parent
+        if directory not in local:
+            local[directory] = project | modules_in(directory)
+        result = scan_file(source, rules, local[directory])
         findings.extend(result.findings)
         if result.error is not None:
             errors.append(result.error)

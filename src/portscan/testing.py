@@ -56,6 +56,11 @@ def expected_lines(source: str) -> list[int]:
     return expected
 
 
+def strip_markers(source: str) -> str:
+    """The example as a user would write it: ``# expect`` marker lines removed."""
+    return "".join(line for line in source.splitlines(keepends=True) if not _MARKER.match(line))
+
+
 def check_example(case: ExampleCase) -> list[str]:
     """Problems with one example; an empty list means it behaves as documented."""
     example = case.example

@@ -8,13 +8,15 @@ range lies inside one takes the guard's name and a lowered severity:
 ``vendor-branch``
     in a branch of an ``if``/``elif``/ternary whose condition checks the GPU vendor
     (``torch.version.hip``, ``torch.version.cuda``, ``gcnArchName``, or a name such
-    as ``is_rocm``/``IS_HIP``), or beside such a check in an ``and``/``or`` chain
+    as ``is_rocm``/``IS_HIP``), after ``if <vendor check>: return ...`` in the same
+    block, or anywhere in an ``and``/``or`` chain that contains such a check
     (``torch.version.cuda is not None and cap >= (9, 0)``) -- the author handles ROCm
     explicitly -- reported as ``info``.
 ``fallback``
     in the body of a ``try`` with a handler that catches the failure (a bare
     ``except``, ``ImportError``, ``Exception``, ``OSError``, ...) and does not just
-    re-raise -- the code degrades instead of crashing -- reported one step lower
+    re-raise -- the code degrades instead of crashing -- an import reported as
+    ``info`` (its failure is handled), anything else one step lower
     (error -> warning -> info).
 
 The vendor test is a syntactic heuristic, stated here so users can predict it.
@@ -54,9 +56,11 @@ _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.I
 GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, FALLBACK)
 
 
-def guarded_severity(severity: Severity, guard: str | None) -> Severity:
+def guarded_severity(severity: Severity, guard: str | None, is_import: bool = False) -> Severity:
     if guard is None:
         return severity
+    if guard == FALLBACK and is_import:
+        return Severity.INFO
     target = _GUARD_SEVERITY[guard]
     return _ONE_STEP_DOWN[severity] if target is None else target
 
@@ -102,9 +106,10 @@ def handler_falls_back(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bo
                 caught.add(chain[1][-1])
         if not caught & FALLBACK_EXCEPTIONS:
             return False
-    body = handler.body.body
-    statements = [s for line in body for s in getattr(line, "body", [line])]
-    return not statements or not all(isinstance(s, cst.Raise) for s in statements)
+    statements: list[cst.CSTNode] = []
+    for line in handler.body.body:  # simple lines hold small statements; compound ones count whole
+        statements.extend(line.body if isinstance(line, cst.SimpleStatementLine) else [line])
+    return not all(isinstance(s, cst.Raise) for s in statements)
 
 
 def boolean_operands(node: cst.BooleanOperation) -> list[cst.BaseExpression]:

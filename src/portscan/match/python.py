@@ -197,6 +197,8 @@ class _Collector(cst.CSTVisitor):
         #: `x[key] = value` where x is a dotted chain (for os.environ): (chain, key node, value)
         self.item_assigns: list[tuple[_Chain, cst.BaseExpression, cst.BaseExpression]] = []
         self.strings: list[cst.BaseExpression] = []
+        #: id(string literal) -> the string values of the list/tuple/set literal holding it
+        self.string_siblings: dict[int, frozenset[str]] = {}
         #: nodes whose code is guarded (see portscan.match.guards), with the guard's name
         self.regions: list[tuple[cst.CSTNode, str]] = []
         self._flattened: set[int] = set()
@@ -509,6 +511,22 @@ class _Collector(cst.CSTVisitor):
             self.strings.append(node)
         return False
 
+    def _visit_collection(self, node: cst.List | cst.Tuple | cst.Set) -> bool:
+        """Remember which strings share a literal collection (``["MIGraphX...", "CUDA..."]``)."""
+        if self.index.strings:
+            members: list[cst.BaseExpression] = []
+            for element in node.elements:
+                value = element.value
+                if isinstance(value, cst.Tuple) and value.elements:  # ("Provider", {options})
+                    value = value.elements[0].value
+                members.append(value)
+            texts = frozenset(t for t in map(string_text, members) if t is not None)
+            for member in members:  # nested literals add to what the outer one said
+                self.string_siblings[id(member)] = self.string_siblings.get(id(member), texts) | texts
+        return True
+
+    visit_List = visit_Tuple = visit_Set = _visit_collection
+
     def visit_Arg(self, node: cst.Arg) -> bool:
         self._visit(node.value)
         return False
@@ -546,10 +564,10 @@ class _Collector(cst.CSTVisitor):
         if id(node) not in self._flattened:
             operands = boolean_operands(node)
             self._flattened.update(id(n) for n in _nested_boolean_operations(node))
-            vendor = [is_vendor_check(operand) for operand in operands]
-            if any(vendor):  # `torch.version.cuda is not None and cap >= (9, 0)`
-                self.regions.extend((operand, VENDOR_BRANCH)
-                                    for operand, check in zip(operands, vendor) if not check)
+            if any(is_vendor_check(operand) for operand in operands):
+                # `torch.version.cuda is not None and cap >= (9, 0)`: the whole chain
+                # is vendor-aware, the check itself included
+                self.regions.extend((operand, VENDOR_BRANCH) for operand in operands)
         return True
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
@@ -576,6 +594,18 @@ class _Collector(cst.CSTVisitor):
         return True
 
     visit_If = visit_While = visit_IfExp = visit_Assert = _visit_condition
+
+    def _visit_block(self, node: cst.Module | cst.IndentedBlock) -> bool:
+        """`if torch.version.hip: return ...` makes the rest of the block the other branch."""
+        body = node.body
+        for i, statement in enumerate(body):
+            if (isinstance(statement, cst.If) and statement.orelse is None
+                    and _ends_in_jump(statement.body) and is_vendor_check(statement.test)):
+                self.regions.extend((rest, VENDOR_BRANCH) for rest in body[i + 1:])
+                break
+        return True
+
+    visit_Module = visit_IndentedBlock = _visit_block
 
     def visit_Try(self, node: cst.Try | cst.TryStar) -> bool:
         if any(handler_falls_back(handler) for handler in node.handlers):
@@ -754,8 +784,7 @@ class _Resolver:
                     continue
             elif accessor is not None and accessor[0] == "attr":
                 continue
-            wanted_op = {"contains": "in", "not contains": "not in"}.get(op, op)
-            if p.operators and wanted_op not in p.operators:
+            if p.operators and op not in p.operators:
                 continue
             if p.values:
                 if value is MISSING:
@@ -814,15 +843,22 @@ class _Resolver:
     def _env_hit(self, key: cst.BaseExpression, value: cst.BaseExpression) -> None:
         name = key.value if isinstance(key, cst.Name) else string_text(key)
         for rule in self.c.index.envs.get(name or "", ()):
-            assert isinstance(rule.pattern, EnvPattern)
-            if not rule.pattern.values or literal_in(literal(value), rule.pattern.values):
-                self._hit(rule, id(key), key, name=name or "", value=source_snippet(self.module, value))
+            p = rule.pattern
+            assert isinstance(p, EnvPattern)
+            if p.values and not literal_in(literal(value), p.values):
+                continue
+            if p.regex is not None and not p.regex.search(string_text(value) or ""):
+                continue
+            self._hit(rule, id(key), key, name=name or "", value=source_snippet(self.module, value))
 
     def _strings(self) -> None:
         for node in self.c.strings:
             text = string_text(node)
+            siblings = self.c.string_siblings.get(id(node), frozenset())
             for rule in self.c.index.strings.get(text or "", ()):
-                self._hit(rule, id(node), node, value=text or "")
+                assert isinstance(rule.pattern, StringPattern)
+                if not siblings.intersection(rule.pattern.unless):
+                    self._hit(rule, id(node), node, value=text or "")
 
 
 def _values(scope: _Scope, name: str) -> Iterator[tuple[tuple[cst.BaseExpression, int | None], _Scope]]:
@@ -871,6 +907,14 @@ def _arg_ok(call: cst.Call, cond) -> bool:
             if literal_in(literal(item), cond.contains):
                 return True
     return False
+
+
+def _ends_in_jump(block: cst.BaseSuite) -> bool:
+    """Does a block always leave (return, raise, continue, break) at its end?"""
+    last = block.body[-1] if block.body else None
+    if isinstance(last, cst.SimpleStatementLine):
+        last = last.body[-1] if last.body else None
+    return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
 
 
 def _nested_boolean_operations(node: cst.BooleanOperation) -> list[cst.BooleanOperation]:

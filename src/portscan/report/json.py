@@ -7,6 +7,7 @@ import json
 from portscan import __version__
 from portscan.model import FileError, Finding, ScanResult
 from portscan.report import summary
+from portscan.ruleset import Rule
 
 SCHEMA_VERSION = 1
 
@@ -28,6 +29,22 @@ def finding_to_dict(finding: Finding) -> dict[str, object]:
         "references": list(finding.references),
         "guard": finding.guard,
         "fix": None,
+    }
+
+
+def rule_to_dict(rule: Rule) -> dict[str, object]:
+    return {
+        "code": rule.code,
+        "name": rule.name,
+        "severity": rule.severity.value,
+        "category": rule.category,
+        "confidence": rule.confidence.value,
+        "fixable": False,
+        "kind": rule.pattern.kind,
+        "message": rule.message,
+        "rocm": rule.rocm,
+        "rewrite": rule.rewrite,
+        "references": list(rule.references),
     }
 
 

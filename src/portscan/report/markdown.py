@@ -1,0 +1,105 @@
+"""``--format markdown``: a migration report a team lead can act on.
+
+It opens with a readiness verdict, lists the blockers (errors) first, then every
+category with counts and a rough effort, says what is auto-fixable, and ends with
+the files that could not be scanned.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import groupby
+from pathlib import Path
+
+from portscan.model import Finding, ScanResult, Severity
+
+#: Engineer-hours per (rule, file) pair, by severity: the effort heuristic, stated in
+#: the report. An error usually means replacing a dependency or a code path; a
+#: warning means checking behaviour or swapping an API; info needs no change.
+EFFORT_HOURS = {Severity.ERROR: 2.0, Severity.WARNING: 0.5, Severity.INFO: 0.0}
+SIZES = ((2.0, "S"), (8.0, "M"), (24.0, "L"))
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _where(finding: Finding) -> str:
+    return f"`{finding.path}:{finding.span.line}`"
+
+
+def effort_hours(findings: list[Finding]) -> float:
+    """Hours for a group of findings: each (rule, file) pair counts once, at its severity."""
+    pairs = {(f.rule, f.path): f.severity for f in findings}
+    return sum(EFFORT_HOURS[severity] for severity in pairs.values())
+
+
+def size(hours: float) -> str:
+    if hours == 0:
+        return "-"
+    return next((label for limit, label in SIZES if hours <= limit), "XL")
+
+
+def verdict(result: ScanResult) -> str:
+    counts = Counter(f.severity for f in result.findings)
+    if counts[Severity.ERROR]:
+        return (f"**Not ready: {counts[Severity.ERROR]} blocker(s).** These fail on ROCm and must "
+                "be changed before the code can run on AMD GPUs.")
+    if counts[Severity.WARNING]:
+        return (f"**Runs with changes: no blockers, {counts[Severity.WARNING]} warning(s).** The code "
+                "should run on ROCm, but behaves differently, runs slower, or needs other packages.")
+    return "**Ready:** nothing found that fails or behaves differently on ROCm."
+
+
+def render_markdown(result: ScanResult) -> str:
+    findings = list(result.findings)
+    counts = Counter(f.severity for f in findings)
+    name = Path(result.root).name or result.root
+    out = [
+        f"# ROCm migration report: {name}",
+        "",
+        verdict(result),
+        "",
+        f"Scanned {result.files_scanned} files: {len(findings)} findings "
+        f"({counts[Severity.ERROR]} error, {counts[Severity.WARNING]} warning, "
+        f"{counts[Severity.INFO]} info) in {len({f.path for f in findings})} files"
+        + (f"; {len(result.errors)} files could not be scanned." if result.errors else "."),
+        "",
+    ]
+    blockers = [f for f in findings if f.severity is Severity.ERROR]
+    out += ["## Blockers", ""]
+    if blockers:
+        out += ["| where | rule | problem | rewrite |", "|---|---|---|---|"]
+        out += [f"| {_where(f)} | {f.rule} {f.name} | {_cell(f.message)} | {_cell(f.rewrite)} |"
+                for f in blockers]
+    else:
+        out.append("None.")
+    out += ["", "## By category", "",
+            "| category | error | warning | info | effort |", "|---|---|---|---|---|"]
+    by_category = {c: list(g) for c, g in groupby(sorted(findings, key=lambda f: f.category),
+                                                  key=lambda f: f.category)}
+    total = 0.0
+    for category, group in by_category.items():
+        c = Counter(f.severity for f in group)
+        hours = effort_hours(group)
+        total += hours
+        out.append(f"| {category} | {c[Severity.ERROR]} | {c[Severity.WARNING]} | {c[Severity.INFO]} "
+                   f"| {size(hours)} (~{hours:g} h) |")
+    out += ["", f"Estimated total: ~{total:g} engineer-hours. Heuristic: each rule counts once per "
+            f"file, {EFFORT_HOURS[Severity.ERROR]:g} h for an error, "
+            f"{EFFORT_HOURS[Severity.WARNING]:g} h for a warning, nothing for info; sizes S <= 2 h, "
+            "M <= 8 h, L <= 24 h, XL above. Treat it as an order of magnitude.", ""]
+    for category, group in by_category.items():
+        out += [f"### {category}", ""]
+        for f in sorted(group, key=lambda f: (-f.severity.rank, f.path, f.span.line)):
+            guard = f" (guarded: {f.guard})" if f.guard else ""
+            out.append(f"- **{f.severity.value}** {_where(f)} {f.rule}: {_cell(f.message)}{guard}")
+        out.append("")
+    out += ["## Auto-fixable", "",
+            f"0 of {len(findings)} findings can be fixed automatically by portscan today; each "
+            "finding above carries a suggested rewrite.", ""]
+    if result.errors:
+        out += ["## Files that could not be scanned", ""]
+        out += [f"- `{e.path}` ({e.kind}): {_cell(e.message)}" for e in result.errors]
+        out.append("")
+    return "\n".join(out)

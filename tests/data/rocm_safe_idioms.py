@@ -1,0 +1,159 @@
+"""Idioms that PyTorch keeps working on ROCm, plus code that already handles ROCm.
+
+tests/test_precision.py scans this file with the whole rule pack: nothing here may be
+reported as a warning or an error. Every line is something real training code does.
+"""
+import contextlib
+import logging
+import os
+import subprocess
+from typing import TYPE_CHECKING
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.checkpoint import checkpoint
+
+if TYPE_CHECKING:
+    import tensorrt  # only for type hints; never imported at run time
+
+try:
+    import pynvml  # optional: GPU telemetry on NVIDIA machines
+except ImportError:
+    pynvml = None
+
+try:
+    from apex.optimizers import FusedAdam
+except ImportError:
+    FusedAdam = None
+
+log = logging.getLogger(__name__)
+
+IS_ROCM = torch.version.hip is not None
+HAS_GPU = torch.cuda.is_available()
+DEVICE = torch.device("cuda" if HAS_GPU else "cpu")
+LOCAL_RANK = int(os.environ.get("LOCAL_RANK", 0))
+VISIBLE = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+os.environ.setdefault("NCCL_DEBUG", "WARN")
+os.environ["NCCL_SOCKET_IFNAME"] = "eth0"
+os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"
+os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
+os.environ["PYTORCH_HIP_ALLOC_CONF"] = "garbage_collection_threshold:0.8"
+
+torch.backends.cudnn.deterministic = True
+torch.backends.cudnn.benchmark = False
+torch.use_deterministic_algorithms(True, warn_only=True)
+torch.manual_seed(0)
+torch.cuda.manual_seed_all(0)
+
+
+def rocm_version():
+    if torch.version.hip:
+        return tuple(int(x) for x in torch.version.hip.split(".")[:2])
+    return tuple(int(x) for x in torch.version.cuda.split(".")[:2])
+
+
+def backend_name() -> str:
+    if torch.version.hip is not None:
+        return f"ROCm {torch.version.hip}"
+    elif torch.version.cuda is not None:
+        return f"CUDA {torch.version.cuda}"
+    return "CPU"
+
+
+def arch_name() -> str:
+    props = torch.cuda.get_device_properties(0)
+    if IS_ROCM:
+        return props.gcnArchName.split(":")[0]
+    return f"sm_{props.major}{props.minor}"
+
+
+def use_hopper_kernels() -> bool:
+    return torch.version.cuda is not None and torch.cuda.get_device_capability() >= (9, 0)
+
+
+def init_distributed() -> None:
+    if "RANK" in os.environ:
+        dist.init_process_group(backend="nccl")
+        torch.cuda.set_device(LOCAL_RANK)
+        dist.barrier()
+
+
+def gpu_memory_report() -> str:
+    free, total = torch.cuda.mem_get_info()
+    allocated = torch.cuda.memory_allocated()
+    reserved = torch.cuda.memory_reserved()
+    peak = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    return f"{free}/{total} free, {allocated} allocated, {reserved} reserved, peak {peak}"
+
+
+def telemetry():
+    if pynvml is None:
+        return None
+    try:
+        out = subprocess.run(["amd-smi", "metric", "--json"], capture_output=True, text=True)
+        return out.stdout
+    except FileNotFoundError:
+        return None
+
+
+class Block(nn.Module):
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(dim, eps=1e-5)
+        self.rms = nn.RMSNorm(dim, eps=1e-5)
+        self.fc = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.scaled_dot_product_attention(x, x, x, is_causal=True)
+        return x + checkpoint(self.fc, self.norm(h), use_reentrant=False)
+
+
+def train(model: nn.Module, loader, steps: int = 10) -> float:
+    model = model.cuda()
+    model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    if dist.is_initialized():
+        model = DDP(model, device_ids=[LOCAL_RANK])
+    compiled = torch.compile(model)
+    graphed = torch.compile(model, mode="reduce-overhead")
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.0, fused=True)
+    scaler = torch.amp.GradScaler("cuda")
+    loss = torch.zeros((), device=DEVICE)
+    stream = torch.cuda.Stream()
+    for step, (x, y) in enumerate(loader):
+        x, y = x.to(DEVICE, non_blocking=True), y.cuda(non_blocking=True)
+        with torch.cuda.stream(stream), torch.amp.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(compiled(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        torch.cuda.synchronize()
+        if step >= steps:
+            break
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        graphed(x)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU,
+                                            torch.profiler.ProfilerActivity.CUDA]) as prof:
+        compiled(x)
+    log.info(prof.key_averages().table(sort_by="cuda_time_total"))
+    torch.cuda.nvtx.range_push("eval")
+    torch.cuda.nvtx.range_pop()
+    torch.cuda.empty_cache()
+    log.info("device %s (%d GPUs)", torch.cuda.get_device_name(0), torch.cuda.device_count())
+    return float(loss)
+
+
+@contextlib.contextmanager
+def maybe_fp8():
+    if IS_ROCM and arch_name() == "gfx942":
+        dtype = torch.float8_e4m3fnuz
+    elif not IS_ROCM:
+        dtype = torch.float8_e4m3fn
+    else:
+        dtype = torch.bfloat16
+    yield dtype
