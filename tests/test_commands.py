@@ -100,3 +100,12 @@ def test_markdown_report_on_clean_and_warning_only_trees(tmp_path: Path, capsys)
     assert "**Ready:**" in run_cli(capsys, "scan", "--format", "markdown", str(tmp_path))[1]
     (tmp_path / "warn.py").write_text("import torch\ntorch.backends.cudnn.benchmark = True\n")
     assert "**Runs with changes:" in run_cli(capsys, "scan", "--format", "markdown", str(tmp_path))[1]
+
+
+def test_the_pack_is_large_sourced_and_covers_every_python_category() -> None:
+    assert len(RULES) >= 60
+    assert all(rule.references for rule in RULES.rules)
+    categories = {rule.category for rule in RULES.rules}
+    assert {"inference", "apex", "backends", "version", "hardware", "tooling", "libraries"} <= categories
+    severities = {rule.severity.value for rule in RULES.rules}
+    assert severities == {"error", "warning", "info"}  # not every CUDA-ism is an error

@@ -199,7 +199,7 @@ def test_truthy_non_literal_values_do_not_match_a_value_constraint() -> None:
 
 CAP = rule("XX501", {"kind": "compare", "callees": ["torch.cuda.get_device_capability"]})
 HOPPER = rule("XX502", {"kind": "compare", "callees": ["torch.cuda.get_device_capability"],
-                        "values": [[9, 0], 9]}, supersedes=("XX501",))
+                        "values": [[9, 0], 9], "indices": [0]}, supersedes=("XX501",))
 NAME = rule("XX504", {"kind": "compare", "callees": ["torch.cuda.get_device_name"],
                       "operators": ["contains", "=="], "values": ["A100", "H100"]})
 PROPS = rule("XX505", {"kind": "compare", "callees": ["torch.cuda.get_device_properties"],
@@ -211,6 +211,7 @@ PROPS = rule("XX505", {"kind": "compare", "callees": ["torch.cuda.get_device_pro
     ("torch.cuda.get_device_capability() >= (9, 0)", ["XX502"]),
     ("(9, 0) <= torch.cuda.get_device_capability(0)", ["XX502"]),
     ("torch.cuda.get_device_capability()[0] >= 9", ["XX502"]),
+    ("torch.cuda.get_device_capability()[1] >= 9", ["XX501"]),
     ("torch.cuda.get_device_capability() in [(8, 0), (9, 0)]", ["XX502"]),
     ('"A100" in torch.cuda.get_device_name()', ["XX504"]),
     ('torch.cuda.get_device_name(0) == "H100"', ["XX504"]),
@@ -239,7 +240,7 @@ def test_comparison_through_local_names() -> None:
     """
     assert run(source, CAP, HOPPER, PROPS) == [
         ("XX502", 6, "major >= 9"), ("XX501", 7, "cap >= (8, 0)"),
-        ("XX505", 8, "props.major == 9"), ("XX502", 9, "minor >= 9"),
+        ("XX505", 8, "props.major == 9"), ("XX501", 9, "minor >= 9"),
     ]
 
 
@@ -503,6 +504,17 @@ def test_string_literals_outside_docstrings() -> None:
     '''
     assert run(source, providers) == [("XX103", 4, "CUDAExecutionProvider"),
                                       ("XX103", 5, "CUDAExecutionProvider")]
+
+
+def test_strings_used_as_lookup_keys_are_not_requests() -> None:
+    providers = rule("XX103", {"kind": "string", "values": ["CUDAExecutionProvider"]})
+    source = '''\
+    opts = options.get("CUDAExecutionProvider", {})
+    cfg = options["CUDAExecutionProvider"]
+    options.pop("CUDAExecutionProvider", None)
+    session_providers = ["CUDAExecutionProvider"]
+    '''
+    assert [line for _, line, _ in run(source, providers)] == [4]
 
 
 def test_assignment_to_a_plain_name() -> None:

@@ -288,6 +288,9 @@ class ComparePattern:
     attributes: tuple[str, ...] = ()  #: operand must be ``call().attr`` with one of these
     operators: tuple[str, ...] = ()  #: empty: any operator
     values: tuple[Literal, ...] = ()  #: empty: any other operand
+    #: for indexed operands (``f()[i]``, or ``a, b = f()``): the indices that count;
+    #: empty: any. The whole value (``f() >= (9, 0)``) always counts.
+    indices: tuple[int, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> ComparePattern:
@@ -300,11 +303,15 @@ class ComparePattern:
         for attr in attributes:
             if not attr.isidentifier():
                 raise PatternError(r.key("attributes"), f"{attr!r} is not an identifier")
+        indices = r.literals("indices")
+        if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in indices):
+            raise PatternError(r.key("indices"), "expected a list of integers >= 0")
         return cls(
             callees=r.dotted("callees", wildcard=True),
             attributes=attributes,
             operators=operators,
             values=r.literals("values"),
+            indices=tuple(int(i) for i in indices),  # type: ignore[arg-type]
         )
 
     def token_sets(self) -> tuple[frozenset[str], ...]:

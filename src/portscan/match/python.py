@@ -197,6 +197,8 @@ class _Collector(cst.CSTVisitor):
         #: `x[key] = value` where x is a dotted chain (for os.environ): (chain, key node, value)
         self.item_assigns: list[tuple[_Chain, cst.BaseExpression, cst.BaseExpression]] = []
         self.strings: list[cst.BaseExpression] = []
+        #: ids of strings used as keys to look something up (``d["k"]``, ``d.get("k")``)
+        self.lookup_keys: set[int] = set()
         #: id(string literal) -> the string values of the list/tuple/set literal holding it
         self.string_siblings: dict[int, frozenset[str]] = {}
         #: nodes whose code is guarded (see portscan.match.guards), with the guard's name
@@ -491,6 +493,8 @@ class _Collector(cst.CSTVisitor):
             self._mark_test(node)
         elif callee in _CONVERSIONS and node.args and not node.args[0].star:
             self._mark_operand(node.args[0].value)
+        elif callee in ("get", "pop") and isinstance(func, cst.Attribute) and node.args:
+            self.lookup_keys.add(id(node.args[0].value))
         if self.index.wants_calls:
             self.calls.append((node, self.scope))
         self._visit(node.func)
@@ -526,6 +530,13 @@ class _Collector(cst.CSTVisitor):
         return True
 
     visit_List = visit_Tuple = visit_Set = _visit_collection
+
+    def visit_Subscript(self, node: cst.Subscript) -> bool:
+        self._mark_operand(node.value)
+        for element in node.slice:  # options["CUDAExecutionProvider"] looks a key up
+            if isinstance(element.slice, cst.Index):
+                self.lookup_keys.add(id(element.slice.value))
+        return True
 
     def visit_Arg(self, node: cst.Arg) -> bool:
         self._visit(node.value)
@@ -577,11 +588,9 @@ class _Collector(cst.CSTVisitor):
             self._mark_operand(node.right)
         return True
 
-    def _visit_indexed_or_starred(self, node: cst.Subscript | cst.StarredElement) -> bool:
-        self._mark_operand(node.value)  # x[0], *x
+    def visit_StarredElement(self, node: cst.StarredElement) -> bool:
+        self._mark_operand(node.value)  # *x
         return True
-
-    visit_Subscript = visit_StarredElement = _visit_indexed_or_starred
 
     def _visit_condition(self, node: cst.If | cst.While | cst.IfExp | cst.Assert) -> bool:
         self._mark_test(node.test)
@@ -784,6 +793,9 @@ class _Resolver:
                     continue
             elif accessor is not None and accessor[0] == "attr":
                 continue
+            if p.indices and accessor is not None and accessor[0] == "index" \
+                    and accessor[1] not in p.indices:
+                continue
             if p.operators and op not in p.operators:
                 continue
             if p.values:
@@ -853,6 +865,8 @@ class _Resolver:
 
     def _strings(self) -> None:
         for node in self.c.strings:
+            if id(node) in self.c.lookup_keys:
+                continue  # a key looked up in a mapping names, it does not request
             text = string_text(node)
             siblings = self.c.string_siblings.get(id(node), frozenset())
             for rule in self.c.index.strings.get(text or "", ()):
