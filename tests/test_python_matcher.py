@@ -541,3 +541,29 @@ def test_env_value_regex() -> None:
     source = ('import os\nos.environ["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:128,expandable_segments:True"\n'
               'os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "max_split_size_mb:128"\n')
     assert [line for _, line, _ in run(source, conf)] == [2]
+
+
+@pytest.mark.parametrize("regex, fragments", [
+    ("^(?i:rocm|hip)(:[0-9]+)?$", [("rocm", True), ("hip", True)]),
+    ("expandable_segments\\s*:", [("expandable_segments", False)]),
+    ("(?i)^tensor", [("tensor", True)]),
+    ("^(sm_90|sm_100)", [("sm_", False)]),  # the parser factors the common prefix out
+    ("[abc]+", []),
+    ("(x|[yz])", []),
+])
+def test_regex_fragments(regex: str, fragments) -> None:
+    import re
+
+    from portscan.patterns import regex_fragments
+
+    assert [(f.text, f.ignore_case) for f in regex_fragments(re.compile(regex))] == fragments
+
+
+def test_prefilter_uses_regex_fragments_case_insensitively() -> None:
+    device = rule("XX405", {"kind": "call", "callees": ["torch.device"],
+                            "args": [{"position": 0, "regex": "^(?i:rocm|hip)(:[0-9]+)?$"}]})
+    rules = RuleSet([device])
+    assert not rules.candidates("import torch\nd = torch.device('cuda')\n")
+    assert rules.candidates("import torch\nd = torch.device('ROCm:1')\n")
+    assert run("import torch\nd = torch.device('ROCm:1')\n", device) == [
+        ("XX405", 2, "torch.device('ROCm:1')")]

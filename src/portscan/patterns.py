@@ -9,9 +9,18 @@ and which literal tokens a file must contain for the pattern to possibly match
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar
+
+# The standard library's own regex parser, to read literal prefixes out of regexes.
+if sys.version_info >= (3, 11):
+    from re import _constants as _re_constants  # type: ignore[attr-defined]
+    from re import _parser as _re_parser  # type: ignore[attr-defined]
+else:  # pragma: no cover - Python 3.10
+    import sre_constants as _re_constants
+    import sre_parse as _re_parser
 
 Literal = str | int | float | bool | tuple  # a literal value compared structurally
 
@@ -170,7 +179,59 @@ def is_at_or_below(name: str, module: str) -> bool:
     return name == module or name.startswith(module + ".")
 
 
-def _segments(names: tuple[str, ...]) -> tuple[frozenset[str], ...]:
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """A prefilter token that is a substring, not a whole word (from a regex)."""
+
+    text: str
+    ignore_case: bool = False
+
+
+Token = str | Fragment  #: a whole word ("tensorrt", "nvidia-smi") or a :class:`Fragment`
+
+
+def regex_fragments(regex: re.Pattern[str]) -> tuple[Fragment, ...]:
+    """Literal text one piece of which every match of ``regex`` begins with, if the regex
+    starts (after anchors) with literals or an alternation of literals; else ``()``.
+
+    ``^(?i:rocm|hip)(:[0-9]+)?$`` gives ``rocm`` and ``hip`` (case-insensitive).
+    """
+    try:
+        items = list(_re_parser.parse(regex.pattern, regex.flags))
+    except Exception:  # noqa: BLE001 - an unusual regex just gets no tokens
+        return ()
+    found = _leading_literals(items, bool(regex.flags & re.IGNORECASE))
+    return tuple(found) if found and all(f.text for f in found) else ()
+
+
+def _leading_literals(items: list, ignore_case: bool) -> list[Fragment] | None:
+    while items and items[0][0] is _re_constants.AT:
+        items = items[1:]
+    if not items:
+        return None
+    op, av = items[0]
+    if op is _re_constants.LITERAL:
+        text = ""
+        for op2, av2 in items:
+            if op2 is not _re_constants.LITERAL:
+                break
+            text += chr(av2)
+        return [Fragment(text, ignore_case)]
+    if op is _re_constants.SUBPATTERN:
+        add_flags, body = av[1], av[3]
+        return _leading_literals(list(body), ignore_case or bool(add_flags & re.IGNORECASE))
+    if op is _re_constants.BRANCH:
+        found: list[Fragment] = []
+        for branch in av[1]:
+            sub = _leading_literals(list(branch), ignore_case)
+            if not sub:
+                return None
+            found.extend(sub)
+        return found
+    return None
+
+
+def _segments(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
     return tuple(frozenset(n.removesuffix(".*").split(".")) for n in names)
 
 
@@ -186,7 +247,7 @@ class ImportPattern:
     def read(cls, r: TableReader) -> ImportPattern:
         return cls(modules=r.dotted("modules"))
 
-    def token_sets(self) -> tuple[frozenset[str], ...]:
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
         return _segments(self.modules)
 
 
@@ -206,7 +267,7 @@ class NamePattern:
     def read(cls, r: TableReader) -> NamePattern:
         return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"))
 
-    def token_sets(self) -> tuple[frozenset[str], ...]:
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
         return _segments(self.names)
 
 
@@ -220,6 +281,16 @@ class ArgCondition:
     contains: tuple[Literal, ...] = ()
     present: bool | None = None
     regex: re.Pattern[str] | None = None  #: searched in a string-literal argument
+
+    def needed_tokens(self) -> tuple[Token, ...]:
+        """Tokens one of which a matching argument puts in the file (empty: unknown)."""
+        values = self.equals + self.contains
+        if values:
+            words = tuple(v for v in values if isinstance(v, str) and _WORDISH.match(v))
+            return words if len(words) == len(values) else ()
+        if self.regex is not None:
+            return regex_fragments(self.regex)
+        return ()
 
     @classmethod
     def read(cls, r: TableReader) -> ArgCondition:
@@ -266,15 +337,14 @@ class CallPattern:
             sub.finish()
         return cls(callees=callees, args=tuple(args))
 
-    def token_sets(self) -> tuple[frozenset[str], ...]:
-        """The callee's segments, plus one of the string values an argument must have
-        (``backend="tensorrt"`` needs "tensorrt" in the file) when they are word-like."""
-        sets = _segments(self.callees)
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        """The callee's segments, plus one of the values an argument must have
+        (``backend="tensorrt"`` needs "tensorrt" in the file), when they can be told."""
+        sets: tuple[frozenset[Token], ...] = _segments(self.callees)
         for condition in self.args:
-            words = [v for v in condition.equals + condition.contains
-                     if isinstance(v, str) and _WORDISH.match(v)]
-            if words and len(words) == len(condition.equals + condition.contains):
-                sets = tuple(s | {word} for s in sets for word in words)
+            needed = condition.needed_tokens()
+            if needed:
+                sets = tuple(s | {token} for s in sets for token in needed)
         return sets
 
 
@@ -314,7 +384,7 @@ class ComparePattern:
             indices=tuple(int(i) for i in indices),  # type: ignore[arg-type]
         )
 
-    def token_sets(self) -> tuple[frozenset[str], ...]:
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
         return _segments(self.callees)
 
 
@@ -339,7 +409,7 @@ class AssignPattern:
             raise PatternError(r.where, "give exactly one of `targets` and `names`")
         return pattern
 
-    def token_sets(self) -> tuple[frozenset[str], ...]:
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
         return _segments(self.targets) + tuple(frozenset({n}) for n in self.names)
 
 
@@ -362,7 +432,7 @@ class EnvPattern:
             raise PatternError(r.where, "give at most one of `values` and `regex`")
         return pattern
 
-    def token_sets(self) -> tuple[frozenset[str], ...]:
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
         return tuple(frozenset({n}) for n in self.names)
 
 
@@ -382,7 +452,7 @@ class StringPattern:
         return cls(values=r.texts("values", check=_WORDISH, what="word-like string"),
                    unless=r.texts("unless", required=False))
 
-    def token_sets(self) -> tuple[frozenset[str], ...]:
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
         return tuple(frozenset({v}) for v in self.values)
 
 
@@ -401,7 +471,7 @@ class SubprocessPattern:
         callees = r.dotted("callees", required=False) or DEFAULT_SPAWN_CALLEES
         return cls(programs=programs, callees=callees)
 
-    def token_sets(self) -> tuple[frozenset[str], ...]:
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
         return tuple(frozenset({p}) for p in self.programs)
 
 

@@ -17,7 +17,7 @@ from typing import Any
 from collections.abc import Iterable, Mapping
 
 from portscan.model import Confidence, Severity
-from portscan.patterns import Pattern, PatternError, TableReader, read_pattern
+from portscan.patterns import Fragment, Pattern, PatternError, TableReader, Token, read_pattern
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -25,6 +25,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _CODE = re.compile(r"^[A-Z]{2,8}[0-9]{3}$")
+_WORD = re.compile(r"\w+")
 _KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _URL = re.compile(r"^https://\S+$")
 MESSAGE_MAX = 160
@@ -206,10 +207,16 @@ class RuleSet:
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules: tuple[Rule, ...] = tuple(sorted(rules, key=lambda rule: rule.code))
         self.by_code: dict[str, Rule] = {rule.code: rule for rule in self.rules}
-        tokens = sorted({t for rule in self.rules for s in rule.pattern.token_sets() for t in s},
-                        key=lambda t: (-len(t), t))
-        self._token_re = (re.compile(r"(?<!\w)(?:" + "|".join(map(re.escape, tokens)) + r")(?!\w)")
-                          if tokens else None)
+        tokens = {t for rule in self.rules for s in rule.pattern.token_sets() for t in s}
+        words = {t for t in tokens if isinstance(t, str)}
+        self._words = frozenset(t for t in words if _WORD.fullmatch(t))
+        #: tokens that are not plain words ("nvidia-smi"), each with its own bounded search
+        self._compounds = tuple((t, re.compile(r"(?<!\w)" + re.escape(t) + r"(?!\w)"))
+                                for t in sorted(words - self._words))
+        #: substrings from regexes ("rocm" in "^(?i:rocm|hip)"), found anywhere
+        self._fragments = tuple((f, re.compile(re.escape(f.text), re.IGNORECASE if f.ignore_case else 0))
+                                for f in sorted((t for t in tokens if isinstance(t, Fragment)),
+                                                key=lambda f: (f.text, f.ignore_case)))
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -225,9 +232,9 @@ class RuleSet:
         (aliases rename only a prefix, which the import statement spells out), so a
         file for which this returns nothing needs no parsing.
         """
-        if self._token_re is None:
-            return ()
-        present = set(self._token_re.findall(text))
+        present: set[Token] = set(self._words.intersection(_WORD.findall(text)))
+        present.update(t for t, bounded in self._compounds if t in text and bounded.search(text))
+        present.update(f for f, search in self._fragments if search.search(text))
         if not present:
             return ()
         return tuple(rule for rule in self.rules
