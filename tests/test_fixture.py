@@ -25,6 +25,7 @@ EXPECTED = [
     ("setup.py", 8, "PS404"),          # if CUDA_HOME is None: raise
     ("setup.py", 11, "PS401"),         # torch.version.cuda.split(".")
     ("setup.py", 22, "PS610"),         # os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ...)
+    ("setup.py", 29, "PS901"),         # CUDAExtension(...) (info: hipified on ROCm)
     ("train.py", 13, "PS202"),         # from apex import amp
     ("train.py", 14, "PS203"),         # from apex.optimizers import FusedAdam
     ("train.py", 15, "PS205"),         # from apex.parallel import DistributedDataParallel ...
