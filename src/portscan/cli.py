@@ -59,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
                                   description="Show what a rule flags, ROCm behaviour, rewrite, "
                                               "example and references.")
     explain.add_argument("rule", metavar="CODE", help="rule code or name, e.g. PS202 or apex-amp")
+    verify = commands.add_parser(
+        "verify", help="run the project's training for a few steps and judge the port",
+        description="Run a training command for a few steps on the GPU that is there (or under "
+                    "ROCm emulation) and check that it trains.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    from portscan.verify.cli import add_arguments as add_verify_arguments
+
+    add_verify_arguments(verify)
     docs = commands.add_parser("docs", help="write docs/rules/ from the rule files",
                                description="Generate one Markdown page per rule plus an index.")
     docs.add_argument("--out", type=Path, default=Path("docs/rules"), help="output folder")
@@ -169,7 +177,14 @@ def run_docs(args: argparse.Namespace, rules: RuleSet) -> int:
     return EXIT_CLEAN
 
 
-COMMANDS = {"scan": run_scan, "rules": run_rules, "explain": run_explain, "docs": run_docs}
+def run_verify(args: argparse.Namespace, rules: RuleSet) -> int:
+    from portscan.verify.cli import run
+
+    return run(args, rules)
+
+
+COMMANDS = {"scan": run_scan, "rules": run_rules, "explain": run_explain, "docs": run_docs,
+            "verify": run_verify}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
