@@ -9,19 +9,28 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from itertools import groupby
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from portscan.patterns import (
     AssignPattern,
+    BuildArgPattern,
     CallPattern,
+    CommandPattern,
     ComparePattern,
+    CudaApiPattern,
     EnvPattern,
+    ImagePattern,
     ImportPattern,
+    IndexPattern,
+    KernelPattern,
     NamePattern,
     Pattern,
+    RequirementPattern,
     StringPattern,
     SubprocessPattern,
+    YamlPattern,
 )
+from portscan.discover import file_kind
 from portscan.ruleset import Rule
 from portscan.testing import strip_markers
 
@@ -91,9 +100,57 @@ def describe(pattern: Pattern) -> str:
     if isinstance(pattern, StringPattern):
         return f"String literals {_code_list(map(repr, pattern.values))} outside docstrings."
     if isinstance(pattern, SubprocessPattern):
-        return (f"Running {_code_list(pattern.programs)} through `subprocess`, `os.system`, "
-                "`os.popen` and friends: argv lists, shell command lines, `shlex.split(...)`.")
+        return (f"Running {_code_list(pattern.programs)}: from Python through `subprocess`, "
+                "`os.system`, `os.popen` and friends (argv lists, shell command lines, "
+                "`shlex.split(...)`), in shell scripts, and in Dockerfile `RUN`/`CMD` lines.")
+    if isinstance(pattern, RequirementPattern):
+        text = f"Requirements on packages matching {_code_list(pattern.names)}"
+        if pattern.extras:
+            text += f" with an extra matching {_code_list(pattern.extras)}"
+        if pattern.local_versions:
+            text += f" pinned to a local version matching {_code_list(pattern.local_versions)}"
+        if pattern.url is not None:
+            text += f" installed from a URL matching `{pattern.url.pattern}`"
+        return (text + ", in requirements files, `pyproject.toml`, `setup.py`/`setup.cfg`, conda "
+                "environments and `pip install` lines of Dockerfiles and shell scripts.")
+    if isinstance(pattern, IndexPattern):
+        parts = []
+        if pattern.urls:
+            parts.append(f"package indexes matching {_code_list(pattern.urls)} (`--index-url`, "
+                         "`--extra-index-url`, `--find-links`, pyproject index tables)")
+        if pattern.channels:
+            parts.append(f"conda channels {_code_list(pattern.channels)}")
+        return "Use of " + " and ".join(parts) + "."
+    if isinstance(pattern, ImagePattern):
+        tags = f" with a tag matching {_code_list(pattern.tags)}" if pattern.tags else ""
+        return (f"Container images matching {_code_list(pattern.images)}{tags}: Dockerfile "
+                "`FROM` lines and docker-compose `image:` keys.")
+    if isinstance(pattern, CommandPattern):
+        sub = f" {'/'.join(pattern.subcommands)}" if pattern.subcommands else ""
+        return (f"{_code_list(pattern.programs)}{sub} run with an argument matching "
+                f"{_code_list(pattern.args)}, in shell scripts and Dockerfile `RUN` lines.")
+    if isinstance(pattern, YamlPattern):
+        values = f" set to {_code_list(map(repr, pattern.values))}" if pattern.values else ""
+        return f"YAML keys {_code_list(pattern.paths)}{values} (docker-compose, conda)."
+    if isinstance(pattern, KernelPattern):
+        return (f"Kernel source text matching `{pattern.regex.pattern}` in `.cu`/`.cuh` files and "
+                "the C++ sources CUDA extensions build, with comments and strings ignored.")
+    if isinstance(pattern, CudaApiPattern):
+        return ("CUDA API identifiers in kernel sources that PyTorch's hipify table "
+                "(`torch.utils.hipify`) does not map to HIP.")
+    if isinstance(pattern, BuildArgPattern):
+        return (f"`{pattern.argument}` values matching {_code_list(pattern.values)} given to "
+                "`CUDAExtension`, `CppExtension`, `load` or `load_inline`, followed through "
+                "variables, `+=` and `.append`.")
     raise TypeError(f"no description for {type(pattern).__name__}")
+
+
+def _fence(path: str) -> str:
+    """The Markdown code-fence language for an example file."""
+    kind = file_kind(PurePosixPath(path))
+    return {"python": "python", "cuda": "cpp", "dockerfile": "dockerfile", "shell": "bash",
+            "compose": "yaml", "conda": "yaml", "pyproject": "toml", "setupcfg": "ini",
+            "requirements": "text"}.get(kind or "", "text")
 
 
 def _relative_origin(rule: Rule) -> str:
@@ -127,15 +184,15 @@ def render_rule_page(rule: Rule) -> str:
         "",
         "## Example",
         "",
-        "Flagged:",
+        f"Flagged (`{bad.path}`):",
         "",
-        "```python",
+        f"```{_fence(bad.path)}",
         strip_markers(bad.source).rstrip(),
         "```",
         "",
-        "Not flagged:",
+        f"Not flagged (`{good.path}`):",
         "",
-        "```python",
+        f"```{_fence(good.path)}",
         good.source.rstrip(),
         "```",
         "",

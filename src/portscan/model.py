@@ -83,6 +83,18 @@ class FileResult:
 
 
 @dataclass(frozen=True, slots=True)
+class Extension:
+    """A CUDA extension a build script declares, with the kernel hazards of its sources."""
+
+    name: str
+    path: str  #: the declaring file (``setup.py``), relative to the scan root
+    line: int
+    sources: tuple[str, ...]  #: resolved source files, relative to the scan root
+    findings: int  #: findings in those sources
+    missing: tuple[str, ...] = ()  #: sources named but not found
+
+
+@dataclass(frozen=True, slots=True)
 class ScanResult:
     """The outcome of one ``portscan scan`` run."""
 
@@ -90,3 +102,5 @@ class ScanResult:
     files_scanned: int
     findings: tuple[Finding, ...] = field(default_factory=tuple)
     errors: tuple[FileError, ...] = field(default_factory=tuple)
+    extensions: tuple[Extension, ...] = field(default_factory=tuple)
+    notes: tuple[str, ...] = field(default_factory=tuple)  #: checks that could not run

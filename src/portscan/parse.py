@@ -105,6 +105,14 @@ def check_nesting(text: str) -> None:
         raise SourceError("parse", f"code nested too deeply to parse safely ({reason})") from None
 
 
+def decode_text(data: bytes) -> str:
+    """Decode a non-Python text file: UTF-8 (BOM dropped); undecodable bytes become
+    U+FFFD so a stray Latin-1 comment does not stop the scan."""
+    if b"\x00" in data:
+        raise SourceError("binary", "binary content (NUL bytes) in a text file")
+    return data.decode("utf-8-sig", errors="replace")
+
+
 def parse_python(text: str) -> cst.Module:
     """Parse with libcst; a syntax error becomes a :class:`SourceError`."""
     check_nesting(text)

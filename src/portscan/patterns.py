@@ -28,10 +28,20 @@ _DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORDISH = re.compile(r"^\w[\w.-]*\w$|^\w$")
 _PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
+_YAML_PATH = re.compile(r"^(\*|[\w-]+)(\.(\*|[\w-]+))*$")
 
 #: Written with the call on the left: ``f() in (...)`` is "in"; ``"x" in f()`` is "contains".
 COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in", "contains", "not contains")
 USAGES = ("any", "truth", "operand", "other")
+#: File kinds (see portscan.discover.file_kind) each pattern kind applies to.
+PYTHON = frozenset({"python"})
+MANIFESTS = frozenset({"requirements", "pyproject", "setupcfg", "conda", "python", "dockerfile",
+                       "shell"})
+BUILD_ARGUMENTS = ("nvcc", "cxx", "libraries", "extra_link_args")
+#: CUDA runtime, driver and library API identifiers (not macros) in kernel sources.
+CUDA_API_IDENTIFIERS = (r"\b(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cublas(?:Lt)?[A-Z]\w*|curand[A-Z]\w*"
+                        r"|cusparse(?:Lt)?[A-Z]\w*|cufft[A-Z]\w*|cusolver\w*|nvrtc[A-Z]\w*"
+                        r"|cudnn[A-Z]\w*|nvtx[A-Z]\w*)\b")
 
 #: Calls that start a process; their first argument is a command line or argv list.
 DEFAULT_SPAWN_CALLEES = (
@@ -240,6 +250,7 @@ class ImportPattern:
     """``import m``, ``import m.sub as x``, ``from m import n``, ``from p import m``."""
 
     kind: ClassVar[str] = "import"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "module"})
     modules: tuple[str, ...]
 
@@ -256,6 +267,7 @@ class NamePattern:
     """A use of a qualified name, resolved through import aliases."""
 
     kind: ClassVar[str] = "name"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
     names: tuple[str, ...]
     #: ``truth``: only its truth value is used (``if x``, ``x is None``, ``x == "12.1"``);
@@ -320,6 +332,7 @@ class CallPattern:
     """A call of a qualified name, optionally constrained by literal argument values."""
 
     kind: ClassVar[str] = "call"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
     callees: tuple[str, ...]
     args: tuple[ArgCondition, ...] = ()
@@ -353,6 +366,7 @@ class ComparePattern:
     """A comparison whose operand is a qualified call (or its ``[i]`` / ``.attr``)."""
 
     kind: ClassVar[str] = "compare"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     callees: tuple[str, ...]
     attributes: tuple[str, ...] = ()  #: operand must be ``call().attr`` with one of these
@@ -395,6 +409,7 @@ class AssignPattern:
     optionally of given literal values."""
 
     kind: ClassVar[str] = "assign"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     targets: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
@@ -419,6 +434,7 @@ class EnvPattern:
     ``os.environ.setdefault("X", v)``, ``os.environ.update(X=v)``, ``os.putenv("X", v)``."""
 
     kind: ClassVar[str] = "env"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "compose"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     names: tuple[str, ...]
     values: tuple[Literal, ...] = ()
@@ -443,6 +459,7 @@ class StringPattern:
     list or tuple literal holding it also holds one of ``unless``."""
 
     kind: ClassVar[str] = "string"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
     values: tuple[str, ...]
     unless: tuple[str, ...] = ()
@@ -461,6 +478,7 @@ class SubprocessPattern:
     """A program name in the command passed to a process-spawning call."""
 
     kind: ClassVar[str] = "subprocess"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program"})
     programs: tuple[str, ...]
     callees: tuple[str, ...] = DEFAULT_SPAWN_CALLEES
@@ -475,14 +493,200 @@ class SubprocessPattern:
         return tuple(frozenset({p}) for p in self.programs)
 
 
+def glob_prefix(glob: str) -> str:
+    """The literal text before a glob's first wildcard."""
+    return re.split(r"[*?\[]", glob, maxsplit=1)[0]
+
+
+def normalize_name(name: str) -> str:
+    """PEP 503 normalisation: ``Torch_TensorRT`` and ``torch-tensorrt`` are one package."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@dataclass(frozen=True, slots=True)
+class RequirementPattern:
+    """A package requirement in any manifest: requirements files, ``pyproject.toml``,
+    ``setup.py``/``setup.cfg``, conda ``environment.yml``, and ``pip install`` lines in
+    Dockerfiles and shell scripts. Names are globs over PEP 503-normalised names."""
+
+    kind: ClassVar[str] = "requirement"
+    surfaces: ClassVar[frozenset[str]] = MANIFESTS
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "package", "requirement"})
+    names: tuple[str, ...]
+    extras: tuple[str, ...] = ()  #: globs; one extra must match (``tensorflow[and-cuda]``)
+    local_versions: tuple[str, ...] = ()  #: globs over a pin's local label (``+cu118``)
+    url: re.Pattern[str] | None = None  #: searched in a direct reference (``@ git+https://...``)
+
+    @classmethod
+    def read(cls, r: TableReader) -> RequirementPattern:
+        names = tuple(normalize_name(n) for n in r.texts("names", what="package glob"))
+        return cls(names=names, extras=r.texts("extras", required=False, what="extra glob"),
+                   local_versions=r.texts("local_versions", required=False, what="version glob"),
+                   url=r.regex("url"))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        # only setup.py reaches the Python prefilter: it must call setup() and name the package
+        return tuple(frozenset({"setup", Fragment(prefix, True)} if prefix else {"setup"})
+                     for prefix in {glob_prefix(n).split("-")[0] for n in self.names})
+
+
+@dataclass(frozen=True, slots=True)
+class IndexPattern:
+    """A package index or channel: ``--index-url``/``--extra-index-url``/``--find-links``
+    in requirements files and ``pip install`` lines, index URLs in ``pyproject.toml``,
+    and conda channels."""
+
+    kind: ClassVar[str] = "index"
+    surfaces: ClassVar[frozenset[str]] = MANIFESTS - PYTHON
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "url"})
+    urls: tuple[str, ...] = ()  #: globs over URLs
+    channels: tuple[str, ...] = ()  #: conda channel names
+
+    @classmethod
+    def read(cls, r: TableReader) -> IndexPattern:
+        pattern = cls(urls=r.texts("urls", required=False, what="URL glob"),
+                      channels=r.texts("channels", required=False, what="channel name"))
+        if not pattern.urls and not pattern.channels:
+            raise PatternError(r.where, "give `urls`, `channels` or both")
+        return pattern
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePattern:
+    """A container base image: Dockerfile ``FROM`` and compose ``image:``."""
+
+    kind: ClassVar[str] = "image"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "compose"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "image"})
+    images: tuple[str, ...]  #: globs over ``registry/namespace/name`` (no tag)
+    tags: tuple[str, ...] = ()  #: globs over the tag
+
+    @classmethod
+    def read(cls, r: TableReader) -> ImagePattern:
+        return cls(images=r.texts("images", what="image glob"),
+                   tags=r.texts("tags", required=False, what="tag glob"))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class CommandPattern:
+    """A program run with given arguments in a shell script or a Dockerfile ``RUN``
+    (``docker run --gpus all``)."""
+
+    kind: ClassVar[str] = "command"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "program", "arg"})
+    programs: tuple[str, ...]
+    args: tuple[str, ...]  #: globs; any argument matching one reports
+    subcommands: tuple[str, ...] = ()  #: the first argument must be one of these (``run``)
+
+    @classmethod
+    def read(cls, r: TableReader) -> CommandPattern:
+        return cls(programs=r.texts("programs", check=_PROGRAM, what="program name"),
+                   args=r.texts("args", what="argument glob"),
+                   subcommands=r.texts("subcommands", required=False, what="subcommand"))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class YamlPattern:
+    """A key in a YAML file (compose or conda), by dotted path; ``*`` stands for any
+    mapping key or list item (``services.*.deploy.resources.reservations.devices.*.driver``)."""
+
+    kind: ClassVar[str] = "yaml"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"compose", "conda"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "path", "value"})
+    paths: tuple[str, ...]
+    values: tuple[Literal, ...] = ()  #: scalar values; a list value matches if it holds one
+
+    @classmethod
+    def read(cls, r: TableReader) -> YamlPattern:
+        return cls(paths=r.texts("paths", check=_YAML_PATH, what="dotted key path"),
+                   values=r.literals("values"))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class KernelPattern:
+    """A regular expression over CUDA/C++ kernel sources (``.cu``, ``.cuh`` and the C++
+    files an extension builds), with comments and string literals blanked out first."""
+
+    kind: ClassVar[str] = "kernel"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched"})
+    regex: re.Pattern[str]
+
+    @classmethod
+    def read(cls, r: TableReader) -> KernelPattern:
+        regex = r.regex("regex")
+        if regex is None:
+            raise PatternError(r.key("regex"), "missing required key")
+        return cls(regex=regex)
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class CudaApiPattern:
+    """CUDA API identifiers in kernel sources that PyTorch's hipify table does not map
+    to HIP (read from the installed torch's ``torch/utils/hipify``)."""
+
+    kind: ClassVar[str] = "cuda-api"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched"})
+    identifiers: re.Pattern[str] = re.compile(CUDA_API_IDENTIFIERS)
+
+    @classmethod
+    def read(cls, r: TableReader) -> CudaApiPattern:
+        return cls(identifiers=r.regex("identifiers") or re.compile(CUDA_API_IDENTIFIERS))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class BuildArgPattern:
+    """A value passed to a CUDA extension build (``CUDAExtension``, ``load``,
+    ``load_inline``): ``nvcc`` / ``cxx`` compiler flags (``extra_compile_args``,
+    ``extra_cuda_cflags``), ``libraries`` or ``extra_link_args``."""
+
+    kind: ClassVar[str] = "build-arg"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "value", "argument"})
+    argument: str
+    values: tuple[str, ...]  #: globs over the string values
+
+    @classmethod
+    def read(cls, r: TableReader) -> BuildArgPattern:
+        return cls(argument=r.choice("argument", BUILD_ARGUMENTS),
+                   values=r.texts("values", what="value glob"))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return (frozenset({"cpp_extension"}),)
+
+
 Pattern = (ImportPattern | NamePattern | CallPattern | ComparePattern | AssignPattern
-           | EnvPattern | StringPattern | SubprocessPattern)
+           | EnvPattern | StringPattern | SubprocessPattern | RequirementPattern | IndexPattern
+           | ImagePattern | CommandPattern | YamlPattern | KernelPattern | CudaApiPattern
+           | BuildArgPattern)
 
 #: kind name -> reader; an explicit literal, not a registry filled by imports.
 PATTERN_KINDS: dict[str, Callable[[TableReader], Pattern]] = {
     cls.kind: cls.read
     for cls in (ImportPattern, NamePattern, CallPattern, ComparePattern, AssignPattern,
-                EnvPattern, StringPattern, SubprocessPattern)
+                EnvPattern, StringPattern, SubprocessPattern, RequirementPattern, IndexPattern,
+                ImagePattern, CommandPattern, YamlPattern, KernelPattern, CudaApiPattern,
+                BuildArgPattern)
 }
 
 

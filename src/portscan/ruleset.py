@@ -207,6 +207,7 @@ class RuleSet:
     def __init__(self, rules: Iterable[Rule]) -> None:
         self.rules: tuple[Rule, ...] = tuple(sorted(rules, key=lambda rule: rule.code))
         self.by_code: dict[str, Rule] = {rule.code: rule for rule in self.rules}
+        self._by_surface: dict[str, tuple[Rule, ...]] = {}
         tokens = {t for rule in self.rules for s in rule.pattern.token_sets() for t in s}
         words = {t for t in tokens if isinstance(t, str)}
         self._words = frozenset(t for t in words if _WORD.fullmatch(t))
@@ -217,6 +218,12 @@ class RuleSet:
         self._fragments = tuple((f, re.compile(re.escape(f.text), re.IGNORECASE if f.ignore_case else 0))
                                 for f in sorted((t for t in tokens if isinstance(t, Fragment)),
                                                 key=lambda f: (f.text, f.ignore_case)))
+
+    def for_surface(self, kind: str) -> tuple[Rule, ...]:
+        """Rules that apply to files of this kind (see ``Pattern.surfaces``)."""
+        if kind not in self._by_surface:
+            self._by_surface[kind] = tuple(r for r in self.rules if kind in r.pattern.surfaces)
+        return self._by_surface[kind]
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -237,5 +244,5 @@ class RuleSet:
         present.update(f for f, search in self._fragments if search.search(text))
         if not present:
             return ()
-        return tuple(rule for rule in self.rules
+        return tuple(rule for rule in self.for_surface("python")
                      if any(s <= present for s in rule.pattern.token_sets()))

@@ -1,55 +1,116 @@
 """Orchestration: discover -> read -> prefilter -> parse -> match -> findings.
 
 :func:`scan_source` is pure (text in, findings out); :func:`scan_file` never raises;
-:func:`scan_paths` runs a whole scan and is what the CLI calls.
+:func:`scan_paths` runs a whole scan and is what the CLI calls. Python files go
+through the prefilter and the libcst matcher; every other kind has a matcher of its
+own (:data:`MATCHERS`). CUDA extensions declared in Python link their C++/CUDA sources
+into the kernel scan.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path, PurePosixPath
 
-from portscan.discover import SourcePath, discover, first_party_modules, modules_in
+from portscan.discover import (
+    SourcePath,
+    discover,
+    file_kind,
+    first_party_modules,
+    modules_in,
+    relative,
+)
 from portscan.match import Match
+from portscan.match.containers import match_dockerfile
 from portscan.match.guards import guarded_severity
-from portscan.match.python import match_python
-from portscan.model import FileError, FileResult, Finding, ScanResult
-from portscan.parse import LineIndex, SourceError, decode_python, parse_python, read_bytes
-from portscan.ruleset import RuleSet
+from portscan.match.kernels import HIPIFY_UNAVAILABLE, load_hipify_names, match_cuda
+from portscan.match.manifests import (
+    match_conda,
+    match_pyproject,
+    match_requirements,
+    match_setup_cfg,
+    requirements_includes,
+)
+from portscan.match.python import find_extensions, match_python
+from portscan.match.shell import match_shell
+from portscan.match.yamlfiles import match_compose
+from portscan.model import Extension, FileError, FileResult, Finding, ScanResult
+from portscan.parse import (
+    LineIndex,
+    SourceError,
+    decode_python,
+    decode_text,
+    parse_python,
+    read_bytes,
+)
+from portscan.ruleset import Rule, RuleSet
+
+#: File kind -> matcher, for everything that is neither Python nor a kernel source.
+MATCHERS: dict[str, Callable[[str, Sequence[Rule]], list[Match]]] = {
+    "requirements": match_requirements,
+    "pyproject": match_pyproject,
+    "setupcfg": match_setup_cfg,
+    "conda": match_conda,
+    "dockerfile": match_dockerfile,
+    "compose": match_compose,
+    "shell": match_shell,
+}
 
 
 def to_finding(match: Match, path: str, lines: LineIndex) -> Finding:
     rule = match.rule
+    severity = guarded_severity(rule.severity, match.guard, rule.pattern.kind == "import")
     return Finding(
-        rule=rule.code, name=rule.name, severity=guarded_severity(rule.severity, match.guard, rule.pattern.kind == "import"),
-        category=rule.category, confidence=rule.confidence, path=path,
-        span=lines.span(match.start, match.end), message=rule.render_message(match.variables),
-        rewrite=rule.rewrite, references=rule.references, guard=match.guard,
+        rule=rule.code, name=rule.name, severity=severity, category=rule.category,
+        confidence=rule.confidence, path=path, span=lines.span(match.start, match.end),
+        message=rule.render_message(match.variables), rewrite=rule.rewrite,
+        references=rule.references, guard=match.guard,
     )
 
 
-def scan_source(text: str, path: str, rules: RuleSet,
-                first_party: frozenset[str] = frozenset()) -> tuple[Finding, ...]:
-    """Findings in one Python source text. Raises :class:`SourceError` if it does not parse.
+def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),
+               hipify: frozenset[str] | None = None) -> list[Match]:
+    """Every match in one file's text. Raises :class:`SourceError` for unparsable Python.
 
-    Files that contain none of the literal tokens the rules need are not parsed.
+    Python files that contain none of the literal tokens the rules need are not parsed.
     """
-    candidates = rules.candidates(text)
-    if not candidates:
-        return ()
-    module = parse_python(text)
-    matches = match_python(module, candidates, first_party)
+    if kind == "python":
+        candidates = rules.candidates(text)
+        if not candidates:
+            return []
+        return match_python(parse_python(text), candidates, first_party)
+    applicable = rules.for_surface(kind)
+    if not applicable:
+        return []
+    if kind == "cuda":
+        return match_cuda(text, applicable, hipify)
+    return MATCHERS[kind](text, applicable)
+
+
+def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),
+                kind: str | None = None, hipify: frozenset[str] | None = None
+                ) -> tuple[Finding, ...]:
+    """Findings in one source text; the kind comes from the file name unless given."""
+    kind = kind or file_kind(PurePosixPath(path)) or "python"
+    matches = match_text(text, kind, rules, first_party, hipify)
     if not matches:
         return ()
     lines = LineIndex(text)
     return tuple(sorted((to_finding(m, path, lines) for m in matches), key=Finding.sort_key))
 
 
-def scan_file(source: SourcePath, rules: RuleSet, first_party: frozenset[str]) -> FileResult:
+def read_source(path: Path, kind: str) -> str:
+    data = read_bytes(path)
+    return decode_python(data) if kind == "python" else decode_text(data)
+
+
+def scan_file(source: SourcePath, rules: RuleSet, first_party: frozenset[str],
+              hipify: frozenset[str] | None = None) -> FileResult:
     """Scan one file. Never raises: problems come back as ``FileResult.error``."""
     try:
-        text = decode_python(read_bytes(source.path))
-        return FileResult(source.rel, scan_source(text, source.rel, rules, first_party))
+        text = read_source(source.path, source.kind)
+        findings = scan_source(text, source.rel, rules, first_party, source.kind, hipify)
+        return FileResult(source.rel, findings)
     except SourceError as exc:
         return FileResult(source.rel, error=FileError(source.rel, exc.kind, exc.message))
     except RecursionError:
@@ -60,25 +121,101 @@ def scan_file(source: SourcePath, rules: RuleSet, first_party: frozenset[str]) -
             source.rel, "internal", f"internal error ({type(exc).__name__}: {exc}); please report it"))
 
 
+def _extensions_in(source: SourcePath) -> list[tuple[str, int, list[Path], list[str]]]:
+    """(name, line, existing source files, missing sources) for each extension a Python
+    file declares; nothing if it does not mention ``cpp_extension`` or does not parse."""
+    try:
+        text = read_source(source.path, "python")
+        if "cpp_extension" not in text:
+            return []
+        declarations = find_extensions(parse_python(text))
+    except (SourceError, RecursionError):
+        return []
+    lines = LineIndex(text)
+    base = source.path.parent
+    found = []
+    for declaration in declarations:
+        files: list[Path] = []
+        missing: list[str] = []
+        for pattern in declaration.sources:
+            matched = sorted(base.glob(pattern)) if any(c in pattern for c in "*?[") \
+                else [base / pattern] if (base / pattern).is_file() else []
+            files += [p for p in matched if p.is_file()]
+            if not matched:
+                missing.append(pattern)
+        found.append((declaration.name, lines.position(declaration.offset)[0], files, missing))
+    return found
+
+
+class _Run:
+    """The state of one scan: the queue of files, their results, lazily loaded tables."""
+
+    def __init__(self, rules: RuleSet, root: Path) -> None:
+        self.rules = rules
+        self.root = root
+        self.project = first_party_modules(root)
+        self.local: dict[Path, frozenset[str]] = {}
+        self.results: dict[Path, FileResult] = {}
+        self.notes: list[str] = []
+        self._hipify: frozenset[str] | None = None
+        self._hipify_loaded = False
+
+    def hipify(self) -> frozenset[str] | None:
+        if not self._hipify_loaded:
+            self._hipify_loaded = True
+            if any(r.pattern.kind == "cuda-api" for r in self.rules.rules):
+                self._hipify = load_hipify_names()
+                if self._hipify is None:
+                    self.notes.append(HIPIFY_UNAVAILABLE)
+        return self._hipify
+
+    def scan(self, source: SourcePath) -> FileResult:
+        key = source.path.absolute()
+        if key not in self.results:
+            directory = source.path.parent
+            if directory not in self.local:
+                self.local[directory] = self.project | modules_in(directory)
+            hipify = self.hipify() if source.kind == "cuda" else None
+            self.results[key] = scan_file(source, self.rules, self.local[directory], hipify)
+        return self.results[key]
+
+    def source(self, path: Path, kind: str) -> SourcePath:
+        return SourcePath(path, relative(path, self.root), kind)
+
+
 def scan_paths(paths: Sequence[Path], rules: RuleSet) -> ScanResult:
     """Scan files and directories. Raises :class:`portscan.discover.UsageError` for a
     path that does not exist; every per-file problem lands in ``errors``."""
     discovery = discover(paths)
-    project = first_party_modules(discovery.root)
-    local: dict[Path, frozenset[str]] = {}  # directory -> project modules seen from there
-    findings: list[Finding] = []
-    errors = list(discovery.errors)
-    for source in discovery.files:
-        directory = source.path.parent
-        if directory not in local:
-            local[directory] = project | modules_in(directory)
-        result = scan_file(source, rules, local[directory])
-        findings.extend(result.findings)
-        if result.error is not None:
-            errors.append(result.error)
+    run = _Run(rules, discovery.root)
+    queue = list(discovery.files)
+    extensions: list[Extension] = []
+    while queue:
+        source = queue.pop(0)
+        run.scan(source)
+        if source.kind == "requirements":
+            try:
+                text = read_source(source.path, "requirements")
+            except SourceError:
+                continue
+            for include in requirements_includes(text):
+                target = source.path.parent / include
+                if target.is_file() and target.absolute() not in run.results:
+                    queue.append(run.source(target, "requirements"))
+        elif source.kind == "python":
+            for name, line, files, missing in _extensions_in(source):
+                results = [run.scan(run.source(f, "cuda")) for f in files]
+                extensions.append(Extension(
+                    name=name, path=source.rel, line=line,
+                    sources=tuple(run.source(f, "cuda").rel for f in files),
+                    findings=sum(len(r.findings) for r in results), missing=tuple(missing)))
+    findings = [f for result in run.results.values() for f in result.findings]
+    errors = list(discovery.errors) + [r.error for r in run.results.values() if r.error]
     return ScanResult(
         root=str(discovery.root),
-        files_scanned=len(discovery.files),
+        files_scanned=len(run.results),
         findings=tuple(sorted(findings, key=Finding.sort_key)),
         errors=tuple(sorted(errors, key=lambda e: e.path)),
+        extensions=tuple(sorted(extensions, key=lambda e: (e.path, e.line))),
+        notes=tuple(run.notes),
     )

@@ -1,7 +1,8 @@
 """The example harness: every rule's embedded ``bad``/``good`` examples are tests.
 
-In a ``bad`` example, a line whose only content is ``# expect`` marks the next
-non-blank line as one where the rule must report exactly one finding. Lines
+In a ``bad`` example, a line whose only content is ``# expect`` (``// expect`` in
+C++/CUDA sources) marks the next non-blank line as one where the rule must report
+exactly one finding. Lines
 without a marker must produce none. ``good`` examples must produce no finding.
 The harness scans with the rule alone, through the same prefilter, parser and
 matcher as a real scan, so a rule whose tokens or pattern are wrong fails here.
@@ -15,11 +16,12 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from portscan.discover import file_kind
+from portscan.match.kernels import load_hipify_names
 from portscan.parse import SourceError, split_lines
 from portscan.ruleset import Example, Rule, RuleSet
 from portscan.scan import scan_source
 
-_MARKER = re.compile(r"^\s*#\s*expect\s*$")
+_MARKER = re.compile(r"^\s*(#|//)\s*expect\s*$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +66,17 @@ def strip_markers(source: str) -> str:
 def check_example(case: ExampleCase) -> list[str]:
     """Problems with one example; an empty list means it behaves as documented."""
     example = case.example
-    if file_kind(PurePosixPath(example.path)) is None:
+    kind = file_kind(PurePosixPath(example.path))
+    if kind is None:
         return [f"{example.path}: portscan does not scan files of this kind"]
+    if kind not in case.rule.pattern.surfaces:
+        return [f"{example.path}: a {case.rule.pattern.kind} rule does not apply to {kind} files"]
     expected = expected_lines(example.source) if case.bad else []
     if case.bad and not expected:
         return ["a bad example needs at least one `# expect` marker"]
+    hipify = load_hipify_names() if case.rule.pattern.kind == "cuda-api" else None
     try:
-        findings = scan_source(example.source, example.path, RuleSet([case.rule]))
+        findings = scan_source(example.source, example.path, RuleSet([case.rule]), hipify=hipify)
     except SourceError as exc:
         return [f"example does not parse: {exc.message}"]
     got = Counter(f.span.line for f in findings)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 
 import libcst as cst
 
@@ -44,13 +45,16 @@ from portscan.match.syntax import (
     source_snippet,
     string_text,
 )
+from portscan.match.common import parse_requirement, requirement_rules
 from portscan.patterns import (
     AssignPattern,
+    BuildArgPattern,
     CallPattern,
     ComparePattern,
     EnvPattern,
     ImportPattern,
     NamePattern,
+    RequirementPattern,
     StringPattern,
     SubprocessPattern,
     is_at_or_below,
@@ -64,6 +68,11 @@ _OPERATORS = {
     cst.GreaterThanEqual: ">=", cst.Equal: "==", cst.NotEqual: "!=", cst.In: "in",
     cst.NotIn: "not in", cst.Is: "is", cst.IsNot: "is not",
 }
+#: Where CUDA extensions are declared; their sources are linked to the kernel scan.
+EXTENSION_BUILDERS = frozenset({
+    "torch.utils.cpp_extension.CUDAExtension", "torch.utils.cpp_extension.CppExtension",
+    "torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline",
+})
 #: Calls that fail on None: numeric and sequence conversions and version parsers.
 _CONVERSIONS = frozenset({"int", "float", "len", "tuple", "list", "sorted", "iter", "parse",
                           "Version", "LooseVersion", "StrictVersion", "parse_version"})
@@ -158,7 +167,15 @@ class _Index:
             elif isinstance(p, SubprocessPattern):
                 for callee in p.callees:
                     self.spawns.setdefault(callee, []).append(rule)
-        self.wants_calls = bool(self.calls or self.spawns or self.compares or self.envs)
+        self.requirements: list[Rule] = []
+        self.build_args: list[Rule] = []
+        for rule in rules:
+            if isinstance(rule.pattern, RequirementPattern):
+                self.requirements.append(rule)
+            elif isinstance(rule.pattern, BuildArgPattern):
+                self.build_args.append(rule)
+        self.wants_calls = bool(self.calls or self.spawns or self.compares or self.envs
+                                or self.requirements or self.build_args)
 
     def name_rules(self, qualified: str) -> Iterator[Rule]:
         yield from self.names.get(qualified, ())
@@ -373,6 +390,8 @@ class _Collector(cst.CSTVisitor):
         self._visit(node.value)
         if isinstance(node.target, cst.Name):
             self.scope.bind(node.target.value)
+            if isinstance(node.operator, cst.AddAssign):  # flags += ["-O3"]: more values
+                self.scope.values.setdefault(node.target.value, []).append((node.value, None))
         elif dotted(node.target) is None:
             self._visit(node.target)
         return False
@@ -495,6 +514,11 @@ class _Collector(cst.CSTVisitor):
             self._mark_operand(node.args[0].value)
         elif callee in ("get", "pop") and isinstance(func, cst.Attribute) and node.args:
             self.lookup_keys.add(id(node.args[0].value))
+        elif (callee in ("append", "extend", "insert") and isinstance(func, cst.Attribute)
+              and isinstance(func.value, cst.Name) and node.args):
+            item = node.args[-1].value  # flags.append("-O3"), flags.extend([...]): more values
+            self.scope.values.setdefault(func.value.value, []).append(
+                (item if callee == "extend" else cst.List([cst.Element(item)]), None))
         if self.index.wants_calls:
             self.calls.append((node, self.scope))
         self._visit(node.func)
@@ -645,6 +669,8 @@ class _Resolver:
         self._named_assigns()
         self._envs()
         self._strings()
+        self._setup_requirements()
+        self._build_args()
 
     def _hit(self, rule: Rule, site: object, node: cst.BaseExpression, **variables: str) -> None:
         self.hits.append((rule, site, node, variables))
@@ -875,6 +901,103 @@ class _Resolver:
                     self._hit(rule, id(node), node, value=text or "")
 
 
+    def _string_items(self, expr: cst.BaseExpression, scope: _Scope, depth: int = 0
+                      ) -> Iterator[cst.BaseExpression]:
+        """String literals a list-valued expression can hold: list/tuple literals, names
+        bound (or ``+=``-ed, ``.append``-ed) in scope, ``a + b``, both arms of ``x if c else y``,
+        and the arguments of helper calls such as ``append_nvcc_threads([...])``."""
+        if depth > 4:
+            return
+        if string_text(expr) is not None:
+            yield expr
+        elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            for element in expr.elements:
+                yield from self._string_items(element.value, scope, depth + 1)
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            yield from self._string_items(expr.left, scope, depth + 1)
+            yield from self._string_items(expr.right, scope, depth + 1)
+        elif isinstance(expr, cst.IfExp):
+            yield from self._string_items(expr.body, scope, depth + 1)
+            yield from self._string_items(expr.orelse, scope, depth + 1)
+        elif isinstance(expr, cst.Name):
+            for (value, unpack), owner in _values(scope, expr.value):
+                if unpack is None:
+                    yield from self._string_items(value, owner, depth + 1)
+        elif isinstance(expr, cst.Call):
+            for arg in expr.args:
+                if arg.keyword is None and not arg.star:
+                    yield from self._string_items(arg.value, scope, depth + 1)
+
+    def _setup_requirements(self) -> None:
+        """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``."""
+        rules = self.c.index.requirements
+        if not rules:
+            return
+        for call, scope in self.c.calls:
+            names = self._callee_names(call, scope)
+            if not any(n in ("setuptools.setup", "distutils.core.setup") for n in names):
+                continue
+            for arg in call.args:
+                keyword = arg.keyword.value if arg.keyword is not None else ""
+                values: list[cst.BaseExpression] = []
+                if keyword in ("install_requires", "setup_requires", "tests_require"):
+                    values = [arg.value]
+                elif keyword == "extras_require" and isinstance(arg.value, cst.Dict):
+                    values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
+                for value in values:
+                    for node in self._string_items(value, scope):
+                        text = string_text(node) or ""
+                        requirement = parse_requirement(text)
+                        if requirement is None:
+                            continue
+                        for rule in requirement_rules(requirement, rules):
+                            self._hit(rule, id(node), node, package=requirement.name,
+                                      requirement=text.strip())
+
+    def _build_args(self) -> None:
+        """Values given to ``CUDAExtension``/``CppExtension``/``load``/``load_inline``."""
+        rules = self.c.index.build_args
+        if not rules:
+            return
+        for call, scope in self.c.calls:
+            if not set(self._callee_names(call, scope)) & EXTENSION_BUILDERS:
+                continue
+            for argument in {r.pattern.argument for r in rules}:  # type: ignore[union-attr]
+                for node in self._build_values(call, argument, scope):
+                    value = string_text(node) or ""
+                    for rule in rules:
+                        p = rule.pattern
+                        assert isinstance(p, BuildArgPattern)
+                        if p.argument == argument and any(fnmatchcase(value, g) for g in p.values):
+                            self._hit(rule, id(node), node, value=value, argument=argument)
+
+    def _build_values(self, call: cst.Call, argument: str, scope: _Scope
+                      ) -> Iterator[cst.BaseExpression]:
+        keywords = {"nvcc": ("extra_cuda_cflags",), "cxx": ("extra_cflags",),
+                    "libraries": ("libraries",), "extra_link_args": ("extra_link_args",
+                                                                       "extra_ldflags")}[argument]
+        for keyword in keywords:
+            value = _argument(call, None, keyword)
+            if value is not None:
+                yield from self._string_items(value, scope)
+        if argument in ("nvcc", "cxx"):
+            compile_args = _argument(call, None, "extra_compile_args")
+            for mapping in self._dicts(compile_args, scope) if compile_args is not None else ():
+                for element in mapping.elements:
+                    if isinstance(element, cst.DictElement) and string_text(element.key) == argument:
+                        yield from self._string_items(element.value, scope)
+            if argument == "cxx" and compile_args is not None and not self._dicts(compile_args, scope):
+                yield from self._string_items(compile_args, scope)  # the list form means cxx
+
+    def _dicts(self, expr: cst.BaseExpression, scope: _Scope) -> list[cst.Dict]:
+        if isinstance(expr, cst.Dict):
+            return [expr]
+        if isinstance(expr, cst.Name):
+            return [value for (value, unpack), _ in _values(scope, expr.value)
+                    if unpack is None and isinstance(value, cst.Dict)]
+        return []
+
+
 def _values(scope: _Scope, name: str) -> Iterator[tuple[tuple[cst.BaseExpression, int | None], _Scope]]:
     owner = scope.lookup(name)
     if owner is not None and all(q is None for q in owner.bindings[name]):
@@ -987,3 +1110,34 @@ def _report_nodes(hits: Iterable[tuple[Rule, object, cst.BaseExpression, dict[st
         seen.add(key)
         reports.append((rule, node, variables))
     return reports
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionDecl:
+    """A CUDA/C++ extension declared in Python: its name, where, and its source globs."""
+
+    name: str
+    offset: int  #: character offset of the declaring call
+    sources: tuple[str, ...]  #: as written (paths or glob patterns), relative to the file
+
+
+def find_extensions(module: cst.Module) -> list[ExtensionDecl]:
+    """``CUDAExtension(name, sources=[...])``, ``CppExtension(...)`` and ``load(...)``
+    calls, resolved through imports like every other call."""
+    collector = _Collector(_Index([]), frozenset())
+    collector.index.wants_calls = True
+    module.visit(collector)
+    resolver = _Resolver(module, collector)
+    found: list[tuple[cst.Call, str, tuple[str, ...]]] = []
+    for call, scope in collector.calls:
+        names = set(resolver._callee_names(call, scope))
+        if not names & (EXTENSION_BUILDERS - {"torch.utils.cpp_extension.load_inline"}):
+            continue
+        name_arg = _argument(call, 0, "name")
+        name = string_text(name_arg) if name_arg is not None else None
+        sources_arg = _argument(call, 1, "sources")
+        sources = tuple(string_text(node) or "" for node in
+                        (resolver._string_items(sources_arg, scope) if sources_arg is not None else ()))
+        found.append((call, name or "<unnamed>", tuple(s for s in sources if s)))
+    offsets = locate(module, [call for call, _, _ in found])
+    return [ExtensionDecl(name, offsets[id(call)][0], sources) for call, name, sources in found]

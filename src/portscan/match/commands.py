@@ -1,0 +1,181 @@
+"""Shell command lines: words with their positions, split into simple commands.
+
+Used for shell scripts, Dockerfile ``RUN``/``CMD`` lines and command strings passed to
+``subprocess`` in Python. A small lexer rather than ``shlex`` because findings need the
+offset of each word in the file; it understands quotes, backslash escapes, comments,
+the control operators (``;`` ``&&`` ``||`` ``|`` ``&`` ``(`` ``)``) and line
+continuations, which is all a porting scan needs (no expansion is performed).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+_OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "(", ")", "\n")
+#: Words that run the command after them (``sudo nvidia-smi``); ``timeout`` takes a duration.
+WRAPPERS = frozenset({"sudo", "env", "exec", "nohup", "time", "nice", "stdbuf", "command",
+                      "timeout", "xargs", "srun", "mpirun", "numactl"})
+SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
+
+
+@dataclass(frozen=True, slots=True)
+class Word:
+    """A shell word after quote removal, with the offsets of its raw text."""
+
+    value: str
+    start: int
+    end: int
+    operator: bool = False  #: a control operator (``;``, ``&&``, a line end, ...)
+    quoted: bool = False  #: the raw text starts with a quote
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One simple command: ``VAR=value`` prefixes, then the program and its arguments."""
+
+    assignments: tuple[Word, ...]
+    words: tuple[Word, ...]  #: program first; wrappers such as ``sudo`` already removed
+
+    @property
+    def program(self) -> str:
+        return posixpath.basename(self.words[0].value) if self.words else ""
+
+    @property
+    def args(self) -> tuple[Word, ...]:
+        return self.words[1:]
+
+
+def lex(text: str, base: int = 0) -> Iterator[Word]:
+    """Words and operators of a shell text; operators come as words too (``value`` is the
+    operator, ``"\\n"`` for a line end). ``base`` is added to every offset."""
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == "\\" and text.startswith("\\\n", i):
+            i += 2  # line continuation
+            continue
+        if char in " \t\r":
+            i += 1
+            continue
+        if char == "#":
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        operator = next((op for op in _OPERATORS if text.startswith(op, i)), None)
+        if operator is not None:
+            yield Word(operator, base + i, base + i + len(operator), operator=True)
+            i += len(operator)
+            continue
+        start, value = i, []
+        while i < n and text[i] not in " \t\r\n;&|()":
+            char = text[i]
+            if char == "\\" and i + 1 < n:
+                if text[i + 1] != "\n":
+                    value.append(text[i + 1])
+                i += 2
+            elif char in "'\"":
+                close = text.find(char, i + 1)
+                close = n if close < 0 else close
+                value.append(text[i + 1:close])
+                i = close + 1
+            else:
+                value.append(char)
+                i += 1
+        yield Word("".join(value), base + start, base + i, quoted=text[start] in "'\"")
+
+
+def _is_assignment(word: str) -> bool:
+    name, eq, _ = word.partition("=")
+    return bool(eq) and name.isidentifier()
+
+
+def commands(text: str, base: int = 0) -> Iterator[Command]:
+    """Simple commands of a shell text, ``export X=y`` giving an assignment-only command.
+
+    ``bash -c "..."`` is looked into, so its inner commands are yielded too.
+    """
+    words: list[Word] = []
+    for word in lex(text, base):
+        if word.operator:
+            if words:
+                yield from _command(words)
+            words = []
+        else:
+            words.append(word)
+    if words:
+        yield from _command(words)
+
+
+def _command(words: list[Word]) -> Iterator[Command]:
+    assignments: list[Word] = []
+    i = 0
+    while i < len(words) and _is_assignment(words[i].value):
+        assignments.append(words[i])
+        i += 1
+    if i < len(words) and words[i].value in ("export", "declare", "local", "readonly"):
+        yield Command(tuple(assignments) + tuple(w for w in words[i + 1:]
+                                                  if _is_assignment(w.value)), ())
+        return
+    while i < len(words):
+        head = posixpath.basename(words[i].value)
+        if head not in WRAPPERS:
+            break
+        i += 1
+        while i < len(words) and (words[i].value.startswith("-") or _is_assignment(words[i].value)
+                                  or (head == "timeout" and words[i].value[:1].isdigit())):
+            if _is_assignment(words[i].value):
+                assignments.append(words[i])
+            i += 1
+    rest = words[i:]
+    if (len(rest) >= 3 and posixpath.basename(rest[0].value) in SHELLS
+            and rest[1].value in ("-c", "-lc", "-ec")):
+        inner = rest[2]
+        yield Command(tuple(assignments), tuple(rest[:2]))
+        yield from commands(inner.value, inner.start + (1 if inner.quoted else 0))
+        return
+    yield Command(tuple(assignments), tuple(rest))
+
+
+def pip_arguments(command: Command) -> tuple[list[Word], list[Word]] | None:
+    """For ``pip install`` / ``python -m pip install`` / ``uv pip install``: the
+    requirement words and the index URLs; None for any other command."""
+    values = [w.value for w in command.words]
+    if not values:
+        return None
+    start = None
+    program = command.program
+    if program.startswith("pip") and values[1:2] == ["install"]:
+        start = 2
+    elif program.startswith("python") and values[1:4] == ["-m", "pip", "install"]:
+        start = 4
+    elif program == "uv" and values[1:3] == ["pip", "install"]:
+        start = 3
+    if start is None:
+        return None
+    requirements: list[Word] = []
+    indexes: list[Word] = []
+    words = command.words[start:]
+    skip_next = False
+    for i, word in enumerate(words):
+        if skip_next:
+            skip_next = False
+            continue
+        value = word.value
+        if value in ("-i", "--index-url", "--extra-index-url", "-f", "--find-links"):
+            if i + 1 < len(words):
+                indexes.append(words[i + 1])
+            skip_next = True
+        elif value.startswith(("--index-url=", "--extra-index-url=", "--find-links=")):
+            url = value.split("=", 1)[1]
+            indexes.append(Word(url, word.end - len(url), word.end))
+        elif value in ("-r", "--requirement", "-c", "--constraint", "-t", "--target",
+                       "--prefix", "--root", "--src", "--trusted-host", "--platform",
+                       "--python-version", "--implementation", "--abi", "--progress-bar"):
+            skip_next = True
+        elif value in ("-e", "--editable"):
+            continue
+        elif not value.startswith("-") and value not in (".", "..") and "\0" not in value:
+            requirements.append(word)
+    return requirements, indexes

@@ -1,0 +1,223 @@
+"""Checks shared by the non-Python surfaces: requirements, package indexes, environment
+variables, container images and shell commands. Each returns :class:`Match` values at
+the offsets it is given, so every surface reports on the exact text."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from fnmatch import fnmatchcase
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.version import InvalidVersion, Version
+
+from portscan.match import Match
+from portscan.match.commands import Command, Word, pip_arguments
+from portscan.patterns import (
+    CommandPattern,
+    EnvPattern,
+    ImagePattern,
+    IndexPattern,
+    RequirementPattern,
+    SubprocessPattern,
+    normalize_name,
+)
+from portscan.ruleset import Rule
+
+_CONDA_SPEC = re.compile(r"^\s*(?:[\w.-]+::)?(?P<name>[A-Za-z0-9_][\w.-]*)\s*(?P<rest>.*)$")
+_EGG = re.compile(r"[#&]egg=([\w.-]+)")
+INDEX_OPTION = re.compile(r"^(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)(\S+)")
+
+def _parse(text: str) -> Requirement | None:
+    try:
+        return Requirement(text)
+    except InvalidRequirement:
+        return None
+
+
+def _url_requirement(text: str) -> Requirement | None:
+    """``git+https://github.com/NVIDIA/apex.git#egg=apex`` and bare VCS URLs."""
+    if "://" not in text:
+        return None
+    egg = _EGG.search(text)
+    name = egg.group(1) if egg else text.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
+    name = re.sub(r"\.git$", "", name)
+    return _parse(f"{name} @ {text}") if re.fullmatch(r"[\w.-]+", name or "") else None
+
+
+def _local_labels(requirement: Requirement) -> list[str]:
+    labels = []
+    for spec in requirement.specifier:
+        if spec.operator in ("==", "==="):
+            try:
+                local = Version(spec.version.rstrip(".*")).local
+            except InvalidVersion:
+                continue
+            if local:
+                labels.append(local)
+    return labels
+
+
+def parse_requirement(text: str, conda: bool = False) -> Requirement | None:
+    """A requirement string, a VCS URL with ``#egg=``, or (``conda``) a conda spec."""
+    stripped = text.strip()
+    requirement = _parse(stripped) or _url_requirement(stripped)
+    if requirement is None and conda:
+        spec = _CONDA_SPEC.match(stripped)
+        if spec:  # conda specs: name[=version[=build]]; the build string stands in for +local
+            version, _, build = spec.group("rest").lstrip("=<>!~ ").partition("=")
+            local = f"+{build}" if build and re.fullmatch(r"[\w.]+", build) else ""
+            requirement = _parse(f"{spec.group('name')}=={version}{local}" if version
+                                 and re.fullmatch(r"[\w.]+", version) else spec.group("name"))
+    return requirement
+
+
+def requirement_rules(requirement: Requirement, rules: Sequence[Rule], section: str = "install",
+                      ) -> Iterator[Rule]:
+    """Rules whose requirement pattern this requirement meets."""
+    name = normalize_name(requirement.name)
+    extras = [normalize_name(e) for e in requirement.extras]
+    labels = _local_labels(requirement)
+    for rule in rules:
+        p = rule.pattern
+        if not isinstance(p, RequirementPattern):
+            continue
+        if not any(fnmatchcase(name, glob) for glob in p.names):
+            continue
+        if p.extras and not any(fnmatchcase(e, g) for e in extras for g in p.extras):
+            continue
+        if p.local_versions and not any(fnmatchcase(label, g) for label in labels
+                                        for g in p.local_versions):
+            continue
+        if p.url is not None and not (requirement.url and p.url.search(requirement.url)):
+            continue
+        yield rule
+
+
+def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: bool = False
+                        ) -> list[Match]:
+    """Matches for one requirement string found at offset ``start``."""
+    stripped = text.strip()
+    if not stripped:
+        return []
+    start += len(text) - len(text.lstrip())
+    requirement = parse_requirement(stripped, conda)
+    if requirement is None:
+        return []
+    variables = {"package": requirement.name, "requirement": stripped}
+    return [Match(rule, start, start + len(stripped), dict(variables))
+            for rule in requirement_rules(requirement, rules)]
+
+
+def index_matches(url: str, start: int, rules: Sequence[Rule], channel: bool = False
+                  ) -> list[Match]:
+    """Matches for an index URL (or a conda channel) found at offset ``start``."""
+    matches = []
+    for rule in rules:
+        p = rule.pattern
+        if isinstance(p, IndexPattern):
+            globs = p.channels if channel else p.urls
+            if any(fnmatchcase(url.rstrip("/"), g.rstrip("/")) for g in globs):
+                matches.append(Match(rule, start, start + len(url), {"url": url}))
+    return matches
+
+
+
+def env_matches(name: str, value: object, start: int, rules: Sequence[Rule]) -> list[Match]:
+    """Matches of ``env`` rules for ``name=value`` set at offset ``start`` (non-Python
+    surfaces, where every value is text)."""
+    matches = []
+    for rule in rules:
+        p = rule.pattern
+        if not isinstance(p, EnvPattern) or name not in p.names:
+            continue
+        text = str(value)
+        if p.values and text not in [str(v) for v in p.values]:
+            continue
+        if p.regex is not None and not p.regex.search(text):
+            continue
+        matches.append(Match(rule, start, start + len(name), {"name": name, "value": text}))
+    return matches
+
+
+def split_image(reference: str) -> tuple[str, str]:
+    """``nvcr.io/nvidia/pytorch:24.01-py3@sha256:...`` -> (``nvcr.io/nvidia/pytorch``, ``24.01-py3``)."""
+    name = reference.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    if colon > slash:
+        return name[:colon], name[colon + 1:]
+    return name, ""
+
+
+def image_matches(reference: str, start: int, rules: Sequence[Rule]) -> list[Match]:
+    """Matches of ``image`` rules for an image reference found at offset ``start``."""
+    if "$" in reference:
+        return []  # set through ARG/variables: not resolved
+    name, tag = split_image(reference)
+    bare = name.removeprefix("docker.io/").removeprefix("library/")
+    matches = []
+    for rule in rules:
+        p = rule.pattern
+        if not isinstance(p, ImagePattern):
+            continue
+        if not any(fnmatchcase(name, g) or fnmatchcase(bare, g) for g in p.images):
+            continue
+        if p.tags and not any(fnmatchcase(tag, g) for g in p.tags):
+            continue
+        matches.append(Match(rule, start, start + len(reference), {"image": reference}))
+    return matches
+
+
+def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
+                    conda_channels: bool = True) -> Iterator[Match]:
+    """Everything a shell command can trip: the program it runs (``subprocess`` rules),
+    its arguments (``command`` rules), variables it sets (``env`` rules) and the packages
+    and indexes of ``pip install`` / ``conda install`` (``requirement``/``index`` rules)."""
+    env_rules = [r for r in rules if isinstance(r.pattern, EnvPattern)]
+    for command in commands:
+        for word in command.assignments:
+            name, _, value = word.value.partition("=")
+            yield from env_matches(name, value, word.start, env_rules)
+        if not command.words:
+            continue
+        program = command.program
+        head = command.words[0]
+        for rule in rules:
+            p = rule.pattern
+            if isinstance(p, SubprocessPattern) and program in p.programs:
+                yield Match(rule, head.start, head.end, {"program": program})
+            elif isinstance(p, CommandPattern) and program in p.programs:
+                args = command.args
+                if p.subcommands and (not args or args[0].value not in p.subcommands):
+                    continue
+                for arg in args:
+                    if any(fnmatchcase(arg.value, g) for g in p.args):
+                        yield Match(rule, arg.start, arg.end, {"program": program, "arg": arg.value})
+                        break
+        pip = pip_arguments(command)
+        if pip is not None:
+            requirements, indexes = pip
+            for word in requirements:
+                yield from requirement_matches(word.value, word.start, rules)
+            for word in indexes:
+                yield from index_matches(word.value, word.start, rules)
+        elif conda_channels and program in ("conda", "mamba", "micromamba") and \
+                [w.value for w in command.args[:1]] == ["install"]:
+            yield from _conda_install(command.args[1:], rules)
+
+
+def _conda_install(words: Sequence[Word], rules: Sequence[Rule]) -> Iterator[Match]:
+    skip = False
+    for i, word in enumerate(words):
+        if skip:
+            skip = False
+            continue
+        if word.value in ("-c", "--channel") and i + 1 < len(words):
+            channel = words[i + 1]
+            yield from index_matches(channel.value, channel.start, rules, channel=True)
+            skip = True
+        elif word.value in ("-n", "--name", "-p", "--prefix"):
+            skip = True
+        elif not word.value.startswith("-"):
+            yield from requirement_matches(word.value, word.start, rules, conda=True)

@@ -1,0 +1,99 @@
+"""CUDA/C++ kernel sources: regex rules over code with comments and string literals
+blanked out, and CUDA API identifiers that PyTorch's hipify table does not map.
+
+The hipify table is read from the installed torch (``torch/utils/hipify/
+cuda_to_hip_mappings.py``) by loading that one file, without importing torch. Where
+torch is not installed the check is skipped and the scan says so.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from portscan.match import Match
+from portscan.patterns import CudaApiPattern, KernelPattern
+from portscan.ruleset import Rule
+
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
+HIPIFY_UNAVAILABLE = ("the CUDA-API mapping check was skipped: torch is not installed, and "
+                      "portscan reads PyTorch's hipify table from it")
+
+
+def strip_code(text: str) -> str:
+    """Comments and string/char literals replaced by spaces (newlines kept), so offsets
+    and lines stay valid; ``#include "..."`` paths are kept because rules look at them."""
+    out = list(text)
+    i, n = 0, len(text)
+    line_start = 0
+    while i < n:
+        char = text[i]
+        if char == "\n":
+            line_start = i + 1
+            i += 1
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out[i:end] = " " * (end - i)
+            i = end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out[i:end] = ["\n" if c == "\n" else " " for c in text[i:end]]
+            i = end
+        elif char in "\"'":
+            if char == '"' and text[line_start:i].lstrip().startswith("#include"):
+                end = text.find('"', i + 1)
+                i = n if end < 0 else end + 1
+                continue
+            j = i + 1
+            while j < n and text[j] != char and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            end = min(j + 1, n)
+            out[i + 1:end - 1] = " " * max(0, end - i - 2)
+            i = end
+        else:
+            i += 1
+    return "".join(out)
+
+
+def load_hipify_names() -> frozenset[str] | None:
+    """Every CUDA name PyTorch's hipify maps to HIP, or None without torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        return None
+    path = Path(spec.origin).parent / "utils" / "hipify" / "cuda_to_hip_mappings.py"
+    module_spec = importlib.util.spec_from_file_location("_portscan_hipify_mappings", path)
+    if module_spec is None or module_spec.loader is None or not path.is_file():
+        return None
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception:  # noqa: BLE001 - a changed table layout just disables the check
+        return None
+    names: set[str] = set()
+    for table in getattr(module, "CUDA_TO_HIP_MAPPINGS", []):
+        names.update(key for key in table if isinstance(key, str))
+    return frozenset(names) or None
+
+
+def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
+    code = strip_code(text)
+    matches: list[Match] = []
+    defined = None
+    for rule in rules:
+        p = rule.pattern
+        if isinstance(p, KernelPattern):
+            matches += [Match(rule, m.start(), m.end()) for m in p.regex.finditer(code)]
+        elif isinstance(p, CudaApiPattern) and hipify is not None:
+            if defined is None:
+                defined = set(_DEFINE.findall(code))
+            seen: set[str] = set()
+            for m in p.identifiers.finditer(code):
+                name = m.group(0)
+                if name not in hipify and name not in defined and name not in seen:
+                    seen.add(name)  # report each unmapped API once per file
+                    matches.append(Match(rule, m.start(), m.end()))
+    return matches

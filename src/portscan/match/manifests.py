@@ -1,0 +1,217 @@
+"""Dependency manifests: requirements files, ``pyproject.toml``, ``setup.cfg`` and conda
+environments, plus the requirement and index checks every surface shares.
+
+Requirement strings are parsed with ``packaging``; every match sits on the text that
+names the package, so the finding lands on the exact line of the file.
+"""
+
+from __future__ import annotations
+
+import configparser
+import re
+import sys
+from collections.abc import Iterator, Sequence
+
+from portscan.match import Match
+from portscan.match.common import INDEX_OPTION, index_matches, requirement_matches
+from portscan.match.yamlfiles import compose_yaml, mapping_get, scalar_items
+from portscan.ruleset import Rule
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+_INCLUDE_OPTION = re.compile(r"^(?:-r|--requirement|-c|--constraint)(?:\s+|=)(\S+)")
+
+# ------------------------------------------------------------------ requirements files
+
+
+def logical_lines(text: str) -> Iterator[tuple[int, str]]:
+    """(offset, text) of each line with ``\\`` continuations joined and comments removed."""
+    offset = 0
+    pending: tuple[int, str] | None = None
+    for line in text.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        start = offset
+        offset += len(line)
+        if pending is not None:
+            start, body = pending[0], pending[1] + " " * (len(line) - len(line.lstrip())) + body.lstrip()
+            pending = None
+        if body.endswith("\\"):
+            pending = (start, body[:-1])
+            continue
+        comment = re.search(r"(^|\s)#", body)
+        yield start, body[: comment.start()] if comment else body
+    if pending is not None:
+        yield pending
+
+
+def requirements_includes(text: str) -> list[str]:
+    """Files named by ``-r`` / ``-c`` lines, relative to the requirements file."""
+    found = []
+    for _, line in logical_lines(text):
+        include = _INCLUDE_OPTION.match(line.strip())
+        if include:
+            found.append(include.group(1))
+    return found
+
+
+def match_requirements(text: str, rules: Sequence[Rule]) -> list[Match]:
+    matches: list[Match] = []
+    for start, line in logical_lines(text):
+        body = line.strip()
+        if not body:
+            continue
+        offset = start + line.index(body)
+        index = INDEX_OPTION.match(body)
+        if index:
+            url = index.group(1)
+            matches += index_matches(url, offset + body.index(url), rules)
+        elif body.startswith(("-e ", "--editable ", "--editable=")):
+            target = body.split(None, 1)[1] if " " in body else body.split("=", 1)[1]
+            matches += requirement_matches(target, offset + body.index(target), rules)
+        elif not body.startswith("-"):
+            requirement = re.split(r"\s+--?\w", body, maxsplit=1)[0]  # per-line pip options
+            matches += requirement_matches(requirement, offset, rules)
+    return matches
+
+
+# ------------------------------------------------------------------ pyproject.toml
+
+
+def _find_string(text: str, value: str, after: int = 0) -> int | None:
+    """Offset of ``value`` written as a quoted TOML string at or after ``after``."""
+    for quote in ('"', "'"):
+        found = text.find(f"{quote}{value}{quote}", after)
+        if found >= 0:
+            return found + 1
+    return None
+
+
+def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return []
+    strings: list[str] = []
+    project = data.get("project", {})
+    strings += [s for s in project.get("dependencies", []) if isinstance(s, str)]
+    for group in project.get("optional-dependencies", {}).values():
+        strings += [s for s in group if isinstance(s, str)]
+    for group in data.get("dependency-groups", {}).values():
+        strings += [s for s in group if isinstance(s, str)]
+    strings += [s for s in data.get("build-system", {}).get("requires", []) if isinstance(s, str)]
+    matches: list[Match] = []
+    cursor: dict[str, int] = {}
+    for value in strings:
+        at = _find_string(text, value, cursor.get(value, 0))
+        if at is not None:
+            cursor[value] = at + len(value)
+            matches += requirement_matches(value, at, rules)
+    tool = data.get("tool", {})
+    poetry = tool.get("poetry", {})
+    tables = [poetry.get("dependencies", {}), poetry.get("dev-dependencies", {})]
+    tables += [group.get("dependencies", {}) for group in poetry.get("group", {}).values()]
+    for table in tables:
+        for name, spec in table.items():
+            if name == "python":
+                continue
+            key = re.search(rf"(?m)^\s*[\"']?{re.escape(name)}[\"']?\s*=", text)
+            if key is None:
+                continue
+            at = key.start() + len(key.group(0)) - len(key.group(0).lstrip())
+            matches += requirement_matches(_poetry_requirement(name, spec), at, rules)
+    urls = [s.get("url") for s in poetry.get("source", []) if isinstance(s, dict)]
+    urls += [s.get("url") for s in tool.get("uv", {}).get("index", []) if isinstance(s, dict)]
+    urls += [s.get("url") for s in tool.get("pdm", {}).get("source", []) if isinstance(s, dict)]
+    for url in urls:
+        if isinstance(url, str):
+            at = _find_string(text, url)
+            if at is not None:
+                matches += index_matches(url, at, rules)
+    return _single_line(matches, text)
+
+
+def _poetry_requirement(name: str, spec: object) -> str:
+    """A Poetry dependency as a PEP 508 string (``torch = {version = "2.0.1+cu118"}``)."""
+    if isinstance(spec, str):
+        version = spec.strip()
+        if re.fullmatch(r"[\d.]+(\+[\w.]+)?", version):
+            return f"{name}=={version}"
+        return name
+    if isinstance(spec, dict):
+        extras = spec.get("extras") or []
+        head = f"{name}[{','.join(extras)}]" if extras else name
+        if "git" in spec:
+            return f"{head} @ git+{spec['git']}"
+        if "url" in spec:
+            return f"{head} @ {spec['url']}"
+        version = str(spec.get("version", "")).strip()
+        if re.fullmatch(r"[\d.]+(\+[\w.]+)?", version):
+            return f"{head}=={version}"
+        return head
+    return name
+
+
+def _single_line(matches: list[Match], text: str) -> list[Match]:
+    """Poetry findings sit on the dependency's key: keep each span on that line."""
+    fixed = []
+    for m in matches:
+        end = text.find("\n", m.start)
+        end = len(text) if end < 0 else end
+        fixed.append(Match(m.rule, m.start, min(m.end, end), m.variables, m.guard))
+    return fixed
+
+
+# ------------------------------------------------------------------ setup.cfg
+
+
+def match_setup_cfg(text: str, rules: Sequence[Rule]) -> list[Match]:
+    parser = configparser.RawConfigParser()
+    try:
+        parser.read_string(text)
+    except configparser.Error:
+        return []
+    values: list[str] = []
+    for section, key in (("options", "install_requires"), ("options", "setup_requires")):
+        if parser.has_option(section, key):
+            values += parser.get(section, key).splitlines()
+    if parser.has_section("options.extras_require"):
+        for _, value in parser.items("options.extras_require"):
+            values += value.splitlines()
+    matches: list[Match] = []
+    cursor = 0
+    for value in (v.strip() for v in values):
+        if not value or value.startswith("#"):
+            continue
+        at = text.find(value, cursor)
+        if at >= 0:
+            cursor = at + len(value)
+            matches += requirement_matches(value, at, rules)
+    return matches
+
+
+# ------------------------------------------------------------------ conda environments
+
+
+def match_conda(text: str, rules: Sequence[Rule]) -> list[Match]:
+    root = compose_yaml(text)
+    if root is None:
+        return []
+    matches: list[Match] = []
+    for node in scalar_items(mapping_get(root, "channels")):
+        matches += index_matches(node.value, node.start_mark.index, rules, channel=True)
+    dependencies = mapping_get(root, "dependencies")
+    for node in getattr(dependencies, "value", []) if dependencies is not None else []:
+        if node.tag.endswith(":str"):
+            matches += requirement_matches(node.value, node.start_mark.index, rules, conda=True)
+        else:
+            for item in scalar_items(mapping_get(node, "pip")):
+                option = INDEX_OPTION.match(item.value)
+                if option:
+                    url = option.group(1)
+                    matches += index_matches(url, item.start_mark.index + item.value.index(url), rules)
+                else:
+                    matches += requirement_matches(item.value, item.start_mark.index, rules)
+    return matches

@@ -1,0 +1,120 @@
+"""YAML files (docker-compose, conda environments) read as node graphs with positions.
+
+``yaml.compose`` with the safe loader builds nodes without constructing any Python
+object, and every node knows its character offsets.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import yaml
+from yaml import Node
+
+from portscan.match import Match
+from portscan.match.common import env_matches, image_matches
+from portscan.patterns import EnvPattern, ImagePattern, YamlPattern
+from portscan.ruleset import Rule
+
+
+def compose_yaml(text: str) -> Node | None:
+    """The root node of the first document, or None for empty or invalid YAML."""
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return None
+
+
+def mapping_get(node: Node | None, key: str) -> Node | None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value in node.value:
+            if key_node.value == key:
+                return value
+    return None
+
+
+def scalar_items(node: Node | None) -> list[yaml.ScalarNode]:
+    """The scalar items of a sequence node."""
+    if isinstance(node, yaml.SequenceNode):
+        return [item for item in node.value if isinstance(item, yaml.ScalarNode)]
+    return []
+
+
+def walk(node: Node | None, path: Sequence[str]) -> Iterator[tuple[str, Node]]:
+    """Nodes at a dotted path (``*`` = any key or item), with the concrete path."""
+    if node is None:
+        return
+    if not path:
+        yield "", node
+        return
+    head, rest = path[0], path[1:]
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value in node.value:
+            if head in ("*", key_node.value):
+                for sub, found in walk(value, rest):
+                    yield ".".join(filter(None, [key_node.value, sub])), found
+    elif isinstance(node, yaml.SequenceNode) and head == "*":
+        for i, item in enumerate(node.value):
+            for sub, found in walk(item, rest):
+                yield ".".join(filter(None, [str(i), sub])), found
+
+
+def _scalar(node: Node) -> object:
+    """A scalar's value with YAML 1.1 core types (``true``, numbers) as Python values."""
+    try:
+        return yaml.safe_load(yaml.serialize(node))
+    except yaml.YAMLError:
+        return node.value
+
+
+def _value_matches(node: Node, values: Sequence[object]) -> bool:
+    if not values:
+        return True
+    if isinstance(node, yaml.ScalarNode):
+        return _scalar(node) in values or node.value in values
+    if isinstance(node, yaml.SequenceNode):
+        return any(_value_matches(item, values) for item in node.value)
+    return False
+
+
+def _span(node: Node) -> tuple[int, int]:
+    return node.start_mark.index, node.end_mark.index
+
+
+def yaml_matches(root: Node, rules: Sequence[Rule]) -> list[Match]:
+    """Matches of ``yaml`` rules: each path whose value is one of the rule's values."""
+    matches = []
+    for rule in rules:
+        p = rule.pattern
+        if not isinstance(p, YamlPattern):
+            continue
+        for path in p.paths:
+            for concrete, node in walk(root, path.split(".")):
+                if _value_matches(node, p.values):
+                    start, end = _span(node)
+                    text = node.value if isinstance(node, yaml.ScalarNode) else ""
+                    matches.append(Match(rule, start, end, {"path": concrete, "value": text}))
+    return matches
+
+
+def match_compose(text: str, rules: Sequence[Rule]) -> list[Match]:
+    """docker-compose files: ``image:``, environment variables and ``yaml`` rules."""
+    root = compose_yaml(text)
+    if root is None:
+        return []
+    matches = yaml_matches(root, rules)
+    if any(isinstance(r.pattern, ImagePattern) for r in rules):
+        for _, node in walk(root, ["services", "*", "image"]):
+            if isinstance(node, yaml.ScalarNode):
+                matches += image_matches(node.value, node.start_mark.index, rules)
+    env_rules = [r for r in rules if isinstance(r.pattern, EnvPattern)]
+    for _, node in walk(root, ["services", "*", "environment"]):
+        if isinstance(node, yaml.SequenceNode):  # - KEY=value
+            for item in scalar_items(node):
+                name, _, value = item.value.partition("=")
+                matches += env_matches(name.strip(), value, item.start_mark.index, env_rules)
+        elif isinstance(node, yaml.MappingNode):  # KEY: value
+            for key, value in node.value:
+                matches += env_matches(key.value, getattr(value, "value", ""),
+                                       key.start_mark.index, env_rules)
+    return matches
