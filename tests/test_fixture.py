@@ -97,3 +97,20 @@ def test_fixture_has_the_non_python_surfaces_later_scanners_need() -> None:
     for name in ("requirements.txt", "Dockerfile", "scripts/launch.sh", "csrc/fused_bias_gelu.cu",
                  "setup.py", "train.py"):
         assert (FIXTURE / name).is_file(), name
+
+
+ROCM_PORTED = FIXTURE.parent / "rocm-ported"
+
+
+def test_the_ported_repository_is_clean_on_every_surface(rules) -> None:
+    """The same project after the port: ROCm wheels and images, /dev/kfd passthrough,
+    amd-smi, portable kernels. Nothing may be reported above info, on any surface."""
+    result = scan_paths([ROCM_PORTED], rules)
+    kinds = {p.name for p in ROCM_PORTED.rglob("*") if p.is_file()}
+    assert {"requirements.txt", "pyproject.toml", "environment.yml", "Dockerfile",
+            "docker-compose.yml", "launch.sh", "fused_bias_gelu.cu", "setup.py"} <= kinds
+    assert result.errors == ()
+    loud = [(f.path, f.span.line, f.rule) for f in result.findings if f.severity is not Severity.INFO]
+    assert loud == []
+    (extension,) = result.extensions
+    assert extension.sources == ("csrc/fused_bias_gelu.cpp", "csrc/fused_bias_gelu.cu")

@@ -38,6 +38,7 @@ PYTHON = frozenset({"python"})
 MANIFESTS = frozenset({"requirements", "pyproject", "setupcfg", "conda", "python", "dockerfile",
                        "shell"})
 BUILD_ARGUMENTS = ("nvcc", "cxx", "libraries", "extra_link_args")
+REQUIREMENT_SECTIONS = ("install", "optional", "build")
 #: CUDA runtime, driver and library API identifiers (not macros) in kernel sources.
 CUDA_API_IDENTIFIERS = (r"\b(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cublas(?:Lt)?[A-Z]\w*|curand[A-Z]\w*"
                         r"|cusparse(?:Lt)?[A-Z]\w*|cufft[A-Z]\w*|cusolver\w*|nvrtc[A-Z]\w*"
@@ -516,13 +517,21 @@ class RequirementPattern:
     extras: tuple[str, ...] = ()  #: globs; one extra must match (``tensorflow[and-cuda]``)
     local_versions: tuple[str, ...] = ()  #: globs over a pin's local label (``+cu118``)
     url: re.Pattern[str] | None = None  #: searched in a direct reference (``@ git+https://...``)
+    #: where the requirement sits: ``install`` (run-time dependencies), ``optional``
+    #: (extras, dependency groups), ``build`` (``build-system.requires``, ``setup_requires``)
+    sections: tuple[str, ...] = REQUIREMENT_SECTIONS
 
     @classmethod
     def read(cls, r: TableReader) -> RequirementPattern:
         names = tuple(normalize_name(n) for n in r.texts("names", what="package glob"))
+        sections = r.texts("sections", required=False, what="section") or REQUIREMENT_SECTIONS
+        for section in sections:
+            if section not in REQUIREMENT_SECTIONS:
+                raise PatternError(r.key("sections"),
+                                   f"{section!r} is not one of {', '.join(REQUIREMENT_SECTIONS)}")
         return cls(names=names, extras=r.texts("extras", required=False, what="extra glob"),
                    local_versions=r.texts("local_versions", required=False, what="version glob"),
-                   url=r.regex("url"))
+                   url=r.regex("url"), sections=sections)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         # only setup.py reaches the Python prefilter: it must call setup() and name the package

@@ -32,6 +32,7 @@ from portscan.match.manifests import (
     requirements_includes,
 )
 from portscan.match.python import find_extensions, match_python
+from portscan.match.syntax import snippet
 from portscan.match.shell import match_shell
 from portscan.match.yamlfiles import match_compose
 from portscan.model import Extension, FileError, FileResult, Finding, ScanResult
@@ -95,6 +96,9 @@ def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str
     matches = match_text(text, kind, rules, first_party, hipify)
     if not matches:
         return ()
+    for match in matches:  # non-Python matchers leave `matched` to the text itself
+        if "matched" not in match.variables and isinstance(match.variables, dict):
+            match.variables["matched"] = snippet(text[match.start:match.end])
     lines = LineIndex(text)
     return tuple(sorted((to_finding(m, path, lines) for m in matches), key=Finding.sort_key))
 

@@ -10,6 +10,7 @@ continuations, which is all a porting scan needs (no expansion is performed).
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ _OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "(", ")", "\n")
 WRAPPERS = frozenset({"sudo", "env", "exec", "nohup", "time", "nice", "stdbuf", "command",
                       "timeout", "xargs", "srun", "mpirun", "numactl"})
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
+_PIP = re.compile(r"^pip(\d+(\.\d+)?)?$")
+_PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,9 +149,9 @@ def pip_arguments(command: Command) -> tuple[list[Word], list[Word]] | None:
         return None
     start = None
     program = command.program
-    if program.startswith("pip") and values[1:2] == ["install"]:
+    if _PIP.match(program) and values[1:2] == ["install"]:
         start = 2
-    elif program.startswith("python") and values[1:4] == ["-m", "pip", "install"]:
+    elif _PYTHON.match(program) and values[1:4] == ["-m", "pip", "install"]:
         start = 4
     elif program == "uv" and values[1:3] == ["pip", "install"]:
         start = 3

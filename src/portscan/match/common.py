@@ -91,11 +91,13 @@ def requirement_rules(requirement: Requirement, rules: Sequence[Rule], section: 
             continue
         if p.url is not None and not (requirement.url and p.url.search(requirement.url)):
             continue
+        if section not in p.sections:
+            continue
         yield rule
 
 
-def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: bool = False
-                        ) -> list[Match]:
+def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: bool = False,
+                        section: str = "install") -> list[Match]:
     """Matches for one requirement string found at offset ``start``."""
     stripped = text.strip()
     if not stripped:
@@ -106,7 +108,7 @@ def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: boo
         return []
     variables = {"package": requirement.name, "requirement": stripped}
     return [Match(rule, start, start + len(stripped), dict(variables))
-            for rule in requirement_rules(requirement, rules)]
+            for rule in requirement_rules(requirement, rules, section)]
 
 
 def index_matches(url: str, start: int, rules: Sequence[Rule], channel: bool = False

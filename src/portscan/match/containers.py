@@ -30,11 +30,13 @@ def instructions(text: str) -> Iterator[tuple[str, int, str]]:
         body = lines[i]
         offset += len(lines[i])
         i += 1
-        while body.rstrip("\r\n").endswith("\\") and i < len(lines):
-            if not lines[i].lstrip().startswith("#"):
-                body += lines[i]
+        continued = body.rstrip("\r\n").endswith("\\")
+        while continued and i < len(lines):
+            if lines[i].lstrip().startswith("#"):  # a comment inside a continuation: dropped
+                body += " " * (len(lines[i]) - 1) + "\n"
             else:
-                body += " " * len(lines[i])  # comment lines inside a continuation
+                body += lines[i]
+                continued = lines[i].rstrip("\r\n").endswith("\\")
             offset += len(lines[i])
             i += 1
         stripped = body.lstrip()

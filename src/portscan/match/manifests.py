@@ -94,21 +94,22 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return []
-    strings: list[str] = []
+    strings: list[tuple[str, str]] = []  # (requirement, section)
     project = data.get("project", {})
-    strings += [s for s in project.get("dependencies", []) if isinstance(s, str)]
+    strings += [(s, "install") for s in project.get("dependencies", []) if isinstance(s, str)]
     for group in project.get("optional-dependencies", {}).values():
-        strings += [s for s in group if isinstance(s, str)]
+        strings += [(s, "optional") for s in group if isinstance(s, str)]
     for group in data.get("dependency-groups", {}).values():
-        strings += [s for s in group if isinstance(s, str)]
-    strings += [s for s in data.get("build-system", {}).get("requires", []) if isinstance(s, str)]
+        strings += [(s, "optional") for s in group if isinstance(s, str)]
+    strings += [(s, "build") for s in data.get("build-system", {}).get("requires", [])
+                if isinstance(s, str)]
     matches: list[Match] = []
     cursor: dict[str, int] = {}
-    for value in strings:
+    for value, section in strings:
         at = _find_string(text, value, cursor.get(value, 0))
         if at is not None:
             cursor[value] = at + len(value)
-            matches += requirement_matches(value, at, rules)
+            matches += requirement_matches(value, at, rules, section=section)
     tool = data.get("tool", {})
     poetry = tool.get("poetry", {})
     tables = [poetry.get("dependencies", {}), poetry.get("dev-dependencies", {})]
@@ -173,22 +174,22 @@ def match_setup_cfg(text: str, rules: Sequence[Rule]) -> list[Match]:
         parser.read_string(text)
     except configparser.Error:
         return []
-    values: list[str] = []
-    for section, key in (("options", "install_requires"), ("options", "setup_requires")):
-        if parser.has_option(section, key):
-            values += parser.get(section, key).splitlines()
+    values: list[tuple[str, str]] = []
+    for key, section in (("install_requires", "install"), ("setup_requires", "build")):
+        if parser.has_option("options", key):
+            values += [(v, section) for v in parser.get("options", key).splitlines()]
     if parser.has_section("options.extras_require"):
         for _, value in parser.items("options.extras_require"):
-            values += value.splitlines()
+            values += [(v, "optional") for v in value.splitlines()]
     matches: list[Match] = []
     cursor = 0
-    for value in (v.strip() for v in values):
+    for value, section in ((v.strip(), s) for v, s in values):
         if not value or value.startswith("#"):
             continue
         at = text.find(value, cursor)
         if at >= 0:
             cursor = at + len(value)
-            matches += requirement_matches(value, at, rules)
+            matches += requirement_matches(value, at, rules, section=section)
     return matches
 
 

@@ -940,6 +940,8 @@ class _Resolver:
             for arg in call.args:
                 keyword = arg.keyword.value if arg.keyword is not None else ""
                 values: list[cst.BaseExpression] = []
+                section = {"install_requires": "install", "setup_requires": "build",
+                           "tests_require": "optional", "extras_require": "optional"}.get(keyword)
                 if keyword in ("install_requires", "setup_requires", "tests_require"):
                     values = [arg.value]
                 elif keyword == "extras_require" and isinstance(arg.value, cst.Dict):
@@ -950,7 +952,7 @@ class _Resolver:
                         requirement = parse_requirement(text)
                         if requirement is None:
                             continue
-                        for rule in requirement_rules(requirement, rules):
+                        for rule in requirement_rules(requirement, rules, section or "install"):
                             self._hit(rule, id(node), node, package=requirement.name,
                                       requirement=text.strip())
 

@@ -5,17 +5,14 @@ from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from portscan.match.commands import SHELLS, commands
 from portscan.patterns import Literal
 
 MISSING = object()  #: returned by :func:`literal` for anything that is not a literal
-SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
-_WRAPPERS = frozenset({"sudo", "env", "exec", "nohup", "time", "nice", "stdbuf", "command"})
-_SHELL_OPERATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "|&", ";;", "$("})
 _WHITESPACE = re.compile(r"\s+")
 MATCHED_MAX = 60
 
@@ -88,33 +85,11 @@ def string_text(node: cst.BaseExpression) -> str | None:
 
 
 def shell_programs(command: str) -> Iterator[str]:
-    """Command words of a shell command line (each command after ``;``, ``&&``, ``|``...)."""
-    try:
-        lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
-        lexer.whitespace_split = True
-        words = list(lexer)
-    except ValueError:
-        words = command.split()
-    expect_command = True
-    i = 0
-    while i < len(words):
-        word = words[i]
-        if word in _SHELL_OPERATORS or set(word) <= set(";&|()"):
-            expect_command = True
-        elif expect_command:
-            if "=" in word and not word.startswith("-") and word.split("=", 1)[0].isidentifier():
-                pass  # VAR=value prefix
-            elif word in _WRAPPERS or word == "timeout":
-                if word == "timeout" and i + 1 < len(words):
-                    i += 1
-            elif posixpath.basename(word) in SHELLS and i + 2 < len(words) and words[i + 1] in ("-c", "-lc"):
-                yield from shell_programs(words[i + 2])
-                i += 2
-                expect_command = False
-            else:
-                yield word
-                expect_command = False
-        i += 1
+    """Program words of a shell command line (each command after ``;``, ``&&``, ``|``,
+    behind ``sudo``/``env``/``VAR=x``, inside ``bash -c``)."""
+    for parsed in commands(command):
+        if parsed.words and not (parsed.program in SHELLS and len(parsed.words) == 2):
+            yield parsed.words[0].value
 
 
 def program_name(word: str) -> str | None:
@@ -122,6 +97,11 @@ def program_name(word: str) -> str | None:
     return base if base and "\0" not in base else None
 
 
-def source_snippet(module: cst.Module, node: cst.CSTNode) -> str:
-    text = _WHITESPACE.sub(" ", module.code_for_node(node)).strip()
+def snippet(text: str) -> str:
+    """Source text for a message: one line, at most MATCHED_MAX characters."""
+    text = _WHITESPACE.sub(" ", text).strip()
     return text if len(text) <= MATCHED_MAX else text[: MATCHED_MAX - 1] + "…"
+
+
+def source_snippet(module: cst.Module, node: cst.CSTNode) -> str:
+    return snippet(module.code_for_node(node))

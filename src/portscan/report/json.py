@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from portscan import __version__
-from portscan.model import FileError, Finding, ScanResult
+from portscan.model import Extension, FileError, Finding, ScanResult
 from portscan.report import summary
 from portscan.ruleset import Rule
 
@@ -48,6 +48,12 @@ def rule_to_dict(rule: Rule) -> dict[str, object]:
     }
 
 
+def extension_to_dict(extension: Extension) -> dict[str, object]:
+    return {"name": extension.name, "path": extension.path, "line": extension.line,
+            "sources": list(extension.sources), "findings": extension.findings,
+            "missing": list(extension.missing)}
+
+
 def error_to_dict(error: FileError) -> dict[str, object]:
     return {"path": error.path, "kind": error.kind, "message": error.message}
 
@@ -59,6 +65,8 @@ def render_json(result: ScanResult) -> str:
         "root": result.root,
         "findings": [finding_to_dict(f) for f in result.findings],
         "errors": [error_to_dict(e) for e in result.errors],
+        "extensions": [extension_to_dict(e) for e in result.extensions],
+        "notes": list(result.notes),
         "summary": summary(result),
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

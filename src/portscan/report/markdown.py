@@ -95,9 +95,18 @@ def render_markdown(result: ScanResult) -> str:
             guard = f" (guarded: {f.guard})" if f.guard else ""
             out.append(f"- **{f.severity.value}** {_where(f)} {f.rule}: {_cell(f.message)}{guard}")
         out.append("")
+    if result.extensions:
+        out += ["## CUDA extensions", "",
+                "| extension | declared at | sources | kernel findings |", "|---|---|---|---|"]
+        out += [f"| {_cell(e.name)} | `{e.path}:{e.line}` | "
+                f"{', '.join(f'`{s}`' for s in e.sources) or '-'} | {e.findings} |"
+                for e in result.extensions]
+        out.append("")
     out += ["## Auto-fixable", "",
             f"0 of {len(findings)} findings can be fixed automatically by portscan today; each "
             "finding above carries a suggested rewrite.", ""]
+    if result.notes:
+        out += ["## Notes", ""] + [f"- {_cell(note)}" for note in result.notes] + [""]
     if result.errors:
         out += ["## Files that could not be scanned", ""]
         out += [f"- `{e.path}` ({e.kind}): {_cell(e.message)}" for e in result.errors]

@@ -117,6 +117,23 @@ def render_text(result: ScanResult, console: Console) -> None:
         lines = _read_lines(root, path)
         for finding in group:
             console.print(render_finding(finding, lines))
+    if result.extensions:
+        console.print(Text("CUDA extensions", style="bold"))
+        for extension in result.extensions:
+            text = Text("  ")
+            text.append(clean(extension.name), style="bold")
+            text.append(f" ({clean(extension.path)}:{extension.line}): ")
+            text.append(f"{extension.findings} kernel finding(s)",
+                        style="yellow" if extension.findings else "green")
+            if extension.sources:
+                text.append(" in " + ", ".join(clean(s) for s in extension.sources))
+            if extension.missing:
+                text.append(f"; not found: {', '.join(clean(m) for m in extension.missing)}",
+                            style="dim")
+            console.print(text)
+        console.print()
+    for note in result.notes:
+        console.print(Text(f"Note: {clean(note)}", style="dim"))
     if result.errors:
         console.print(Text("Files that could not be scanned", style="bold red"))
         for error in result.errors:

@@ -1,0 +1,264 @@
+"""Render a verify result: the rich text report and the ``--format json`` object.
+
+Everything that comes from the command (its output, its traceback, loss values, file
+names) is printed as ``rich.text.Text``, never as markup.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from portscan import __version__
+from portscan.verify.emulation import SCOPE, TARGET_DEVICE
+from portscan.verify.hints import Hint
+from portscan.verify.trace import Observation, Step, output_lines
+from portscan.verify.verdict import FAIL, PASS, Criteria, Row, Verdict
+
+SCHEMA_VERSION = 1
+SPARK = "▁▂▃▄▅▆▇█"
+SPARK_WIDTH = 60
+TABLE_ROWS = 40  #: longer runs show the first and last rows, and the first divergence
+TAIL_LINES = 20
+MARK = {PASS: ("✓", "green"), FAIL: ("✗", "bold red"), "skip": ("–", "dim")}
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """Everything one ``portscan verify`` run produced, for rendering."""
+
+    command: tuple[str, ...]
+    origin: str  #: where the command came from
+    argv: tuple[str, ...]  #: what actually ran (with torchrun when --nproc > 1)
+    emulate: str | None
+    nproc: int
+    criteria: Criteria
+    observation: Observation
+    verdict: Verdict
+    output: str
+    hints: tuple[Hint, ...] = ()
+    reference_file: str | None = None
+    recorded: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH) -> str:
+    """One block character per value (bucket means past ``width``); ``!`` marks NaN/Inf."""
+    if len(values) > width:
+        size = len(values) / width
+        buckets = [values[int(i * size):max(int((i + 1) * size), int(i * size) + 1)] for i in range(width)]
+        values = [math.nan if any(v is None or not math.isfinite(v) for v in b)
+                  else math.fsum(b) / len(b) for b in buckets]  # type: ignore[arg-type]
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    if not finite:
+        return "!" * len(values)
+    low, high = min(finite), max(finite)
+    span = high - low
+    chars = []
+    for v in values:
+        if v is None or not math.isfinite(v):
+            chars.append("!")
+        else:
+            chars.append(SPARK[round((v - low) / span * (len(SPARK) - 1)) if span else len(SPARK) // 2])
+    return "".join(chars)
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def _visible_rows(rows: Sequence[Row], divergence: int | None) -> list[Row | None]:
+    """All rows, or the first and last ones plus the first divergence (None marks a gap)."""
+    if len(rows) <= TABLE_ROWS:
+        return list(rows)
+    half = TABLE_ROWS // 2
+    keep = set(range(half)) | set(range(len(rows) - half, len(rows)))
+    keep |= {i for i, row in enumerate(rows) if row.step == divergence}
+    shown: list[Row | None] = []
+    for i, row in enumerate(rows):
+        if i in keep:
+            shown.append(row)
+        elif shown and shown[-1] is not None:
+            shown.append(None)
+    return shown
+
+
+def _rows(result: Result) -> list[Row]:
+    comparison = result.verdict.comparison
+    if comparison is not None:
+        return list(comparison.rows)
+    return [Row(s.step, s.loss, None, None, None) for s in result.observation.steps]
+
+
+def render_text(result: Result, console: Console) -> None:
+    obs = result.observation
+    head = Text("portscan verify  ", style="bold")
+    head.append(Text(" ".join(result.command)))
+    console.print(head)
+    console.print(Text(f"  command from {result.origin}", style="dim"))
+    if result.nproc > 1:
+        console.print(Text(f"  {result.nproc} processes through torch.distributed.run; rank 0 is judged",
+                           style="dim"))
+    if result.emulate:
+        console.print(Text(f"  emulating ROCm: {TARGET_DEVICE}", style="magenta"))
+        console.print(Text(f"  {SCOPE}", style="magenta"))
+    backend = obs.backend.label if obs.backend else "unknown (no optimizer step was seen)"
+    console.print(Text(f"  ran on: {backend}"))
+    how = {"hooks": "losses from the optimizer step hooks", "stdout": "losses parsed from the output",
+           "none": "no losses captured"}[obs.loss_source]
+    ending = ("stopped at the step cap" if obs.stopped_at_cap else "timed out" if obs.timed_out
+              else f"exit status {obs.exit_status}")
+    console.print(Text(f"  {len(obs.steps)} steps in {obs.seconds:.1f} s, {ending}; {how}"))
+    for note in (*obs.notes, *result.notes):
+        console.print(Text(f"  note: {note}", style="yellow"))
+
+    rows = _rows(result)
+    if rows:
+        comparison = result.verdict.comparison
+        table = Table(show_edge=False, box=None, padding=(0, 2), pad_edge=True)
+        table.add_column("step", justify="right")
+        table.add_column("loss", justify="right")
+        if comparison is not None:
+            table.add_column("reference", justify="right")
+            table.add_column("difference", justify="right")
+        divergence = comparison.first_divergence.step if comparison and comparison.first_divergence else None
+        for row in _visible_rows(rows, divergence):
+            if row is None:
+                table.add_row("…", "", *(["", ""] if comparison else []))
+                continue
+            bad = row.loss is not None and not math.isfinite(row.loss)
+            cells = [Text(str(row.step)), Text(_number(row.loss), style="bold red" if bad else "")]
+            if comparison is not None:
+                diff = "-" if row.difference is None else f"{row.difference * 100:+.2f} %"
+                style = "" if row.within is not False else "bold red"
+                cells += [Text(_number(row.reference)), Text(diff, style=style)]
+            table.add_row(*cells)
+        console.print()
+        console.print(table)
+        losses = [s.loss for s in obs.steps]
+        finite = [v for v in losses if v is not None and math.isfinite(v)]
+        curve = Text("  loss  ")
+        curve.append(sparkline(losses), style="cyan")
+        if finite:
+            curve.append(f"  {finite[0]:.4g} → {finite[-1]:.4g}")
+        console.print(curve)
+        if comparison is not None:
+            ref = Text("  ref   ")
+            ref.append(sparkline([r.reference for r in comparison.rows]), style="dim")
+            console.print(ref)
+
+    console.print()
+    for check in result.verdict.checks:
+        mark, style = MARK[check.status]
+        line = Text(f"  {mark} ", style=style)
+        line.append(f"{check.name:<10}", style="bold")
+        line.append(Text(check.detail))
+        console.print(line)
+
+    if obs.failure is not None:
+        console.print()
+        console.print(Text("  failure  ", style="bold red") + Text(obs.failure.summary))
+    for hint in result.hints:
+        line = Text("  likely rule  ", style="bold")
+        line.append(f"{hint.rule.code} {hint.rule.name}", style="bold yellow")
+        if hint.where:
+            line.append(Text(f"  at {hint.where}"))
+            if hint.line_text:
+                line.append(Text(f"  {hint.line_text}", style="dim"))
+        console.print(line)
+        console.print(Text(f"      {hint.message}"))
+        console.print(Text(f"      rewrite: {hint.rule.rewrite}", style="dim"))
+        console.print(Text(f"      more: portscan explain {hint.rule.code}", style="dim"))
+    if not result.verdict.passed and (obs.failure is not None or obs.timed_out or obs.exit_status):
+        tail = output_lines(obs.failure.traceback if obs.failure and obs.failure.traceback else result.output)
+        tail = [line for line in tail if line.strip()][-TAIL_LINES:]
+        if tail:
+            console.print(Text("  output (last lines):", style="dim"))
+            for line in tail:
+                console.print(Text("    " + line.rstrip(), style="dim"))
+    if result.recorded:
+        console.print(Text(f"  recorded {len(obs.steps)} steps to {result.recorded}"))
+
+    console.print()
+    if result.verdict.passed:
+        console.print(Text("PASS", style="bold green"))
+    else:
+        why = next(c for c in result.verdict.checks if c.status == FAIL)
+        verdict = Text("FAIL", style="bold red")
+        verdict.append(Text(f": {why.name}: {why.detail}"))
+        if result.hints:
+            verdict.append(Text(f" (see {result.hints[0].rule.code})"))
+        console.print(verdict)
+
+
+def _json_number(value: float | None) -> float | str | None:
+    """JSON has no NaN or infinity: those become the strings ``nan``, ``inf``, ``-inf``."""
+    if value is None or math.isfinite(value):
+        return value
+    return "nan" if math.isnan(value) else "inf" if value > 0 else "-inf"
+
+
+def _step_dict(row: Row, step: Step | None) -> dict[str, Any]:
+    return {"step": row.step, "loss": _json_number(row.loss),
+            "reference": _json_number(row.reference), "difference": _json_number(row.difference),
+            "backward_calls": step.backward_calls if step else None}
+
+
+def to_json(result: Result) -> dict[str, Any]:
+    obs = result.observation
+    by_step = {s.step: s for s in obs.steps}
+    comparison = result.verdict.comparison
+    failure = obs.failure
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "portscan_version": __version__,
+        "verdict": "pass" if result.verdict.passed else "fail",
+        "command": list(result.command),
+        "command_origin": result.origin,
+        "argv": list(result.argv),
+        "emulate": result.emulate,
+        "emulation_scope": SCOPE if result.emulate else None,
+        "nproc": result.nproc,
+        "criteria": asdict(result.criteria),
+        "run": {"exit_status": obs.exit_status, "timed_out": obs.timed_out,
+                "stopped_at_cap": obs.stopped_at_cap, "seconds": round(obs.seconds, 3),
+                "loss_source": obs.loss_source, "runtime_loaded": obs.runtime_loaded},
+        "backend": asdict(obs.backend) if obs.backend else None,
+        "emulated": dict(obs.emulated) if obs.emulated else None,
+        "param_devices": list(obs.param_devices),
+        "steps": [_step_dict(row, by_step.get(row.step)) for row in _rows(result)],
+        "ranks": [asdict(r) for r in obs.ranks],
+        "checks": [asdict(c) for c in result.verdict.checks],
+        "failure": None if failure is None else {
+            "type": failure.type, "message": failure.message, "module": failure.module,
+            "traceback": failure.traceback},
+        "likely_rules": [{"code": h.rule.code, "name": h.rule.name, "severity": h.rule.severity.value,
+                          "message": h.message, "where": h.where, "line": h.line_text}
+                         for h in result.hints],
+        "reference": None if comparison is None else {
+            "file": result.reference_file, "rtol": comparison.rtol, "compared": comparison.compared,
+            "outside": len(comparison.misses), "allowed": comparison.allowed, "missing": comparison.missing,
+            "first_divergence": comparison.first_divergence.step if comparison.first_divergence else None},
+        "recorded": result.recorded,
+        "notes": [*obs.notes, *result.notes],
+        "output_tail": [line for line in output_lines(result.output) if line.strip()][-TAIL_LINES:],
+    }
+
+
+def render_json(result: Result) -> str:
+    return json.dumps(to_json(result), indent=2, allow_nan=False) + "\n"
+
+
+def display_path(path: Path, base: Path) -> str:
+    try:
+        return path.resolve().relative_to(base.resolve()).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,197 @@
+"""Run the command with the child runtime injected, and collect what it observed.
+
+The command runs as an argument list (never through a shell) in its own process group,
+with stdin closed and stdout and stderr merged into a pipe the parent reads. Everything
+portscan creates lives in one temporary directory that is removed afterwards: the
+runtime (``sitecustomize.py``), its configuration, the traces, and the child's own
+``TMPDIR`` and bytecode cache (``PYTHONPYCACHEPREFIX``), so neither the project nor
+``/tmp`` keeps anything from the run. A timeout, Ctrl-C, or a command that leaves
+processes behind gets the whole process group killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from portscan.verify.emulation import prepend_path, write_program_stubs
+
+RUNTIME = Path(__file__).with_name("child.py")
+CONFIG_ENV = "PORTSCAN_VERIFY_CONFIG"
+OUTPUT_LINES = 20_000  #: lines of output kept (the rest is dropped from the front)
+KILL_GRACE = 3.0  #: seconds between SIGTERM and SIGKILL
+_PYTHON = re.compile(r"python[0-9.]*")
+
+
+class RunError(RuntimeError):
+    """The command could not be started (not found, not executable, bad working directory)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    argv: tuple[str, ...]
+    cwd: Path
+    steps: int
+    timeout: float
+    emulate: str | None = None
+    blocked: Mapping[str, str] = field(default_factory=dict)  #: module -> rule code
+    programs: Mapping[str, str] = field(default_factory=dict)  #: program -> rule code
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutput:
+    traces: tuple[dict[str, Any], ...]
+    output: str
+    exit_status: int | None  #: None when killed by the timeout
+    timed_out: bool
+    seconds: float
+
+
+def is_python(program: str) -> bool:
+    return bool(_PYTHON.fullmatch(Path(program).name))
+
+
+def resolve_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """A bare ``python`` that is not on PATH becomes this interpreter (``python3``-only systems)."""
+    if argv and is_python(argv[0]) and os.sep not in argv[0] and shutil.which(argv[0]) is None:
+        return (sys.executable, *argv[1:])
+    return tuple(argv)
+
+
+def torchrun_argv(argv: Sequence[str], nproc: int) -> tuple[str, ...]:
+    """Launch ``argv`` through ``torch.distributed.run`` on this node with ``nproc`` workers.
+
+    ``python [-u] script.py ...`` and ``python -m module ...`` keep their interpreter;
+    anything else (a console script) is started with ``--no-python``. Raises ValueError
+    for a command that already launches torchrun, or Python options torchrun cannot pass.
+    """
+    words = list(argv)
+    if not words:
+        raise ValueError("no command")
+    if Path(words[0]).name == "torchrun" or any(w in ("torch.distributed.run", "torch.distributed.launch")
+                                                for w in words[:4]):
+        raise ValueError("the command already starts torchrun: drop --nproc, or drop torchrun from it")
+    launch = ["-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}"]
+    if not is_python(words[0]):
+        return (sys.executable, *launch, "--no-python", *words)
+    python, rest = words[0], [w for w in words[1:] if w != "-u"]
+    if rest and rest[0] == "-m" and len(rest) > 1:
+        return (python, *launch, "-m", *rest[1:])
+    if not rest or rest[0].startswith("-"):
+        raise ValueError(f"--nproc needs `python script.py ...` or `python -m module ...`, "
+                         f"not Python option {rest[0] if rest else '(none)'}")
+    return (python, *launch, *rest)
+
+
+def child_environment(base: Mapping[str, str], workdir: Path, runtime_dir: Path,
+                      stubs: Path | None) -> dict[str, str]:
+    env = {k: v for k, v in base.items() if not k.startswith("PORTSCAN_VERIFY_")}
+    env["PYTHONPATH"] = prepend_path(runtime_dir, base.get("PYTHONPATH"))
+    env[CONFIG_ENV] = str(workdir / "config.json")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    for name in ("TMPDIR", "TEMP", "TMP"):
+        env[name] = str(workdir / "tmp")
+    env.setdefault("PYTHONHASHSEED", "0")
+    env.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if stubs is not None:
+        env["PATH"] = prepend_path(stubs, base.get("PATH"))
+    return env
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process group, then SIGKILL whatever is left after a grace period."""
+    _kill_group(process.pid, signal.SIGTERM)
+    try:
+        process.wait(KILL_GRACE)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_group(process.pid, signal.SIGKILL)
+    process.wait()
+
+
+def _read(stream: Any, lines: deque[str], echo: Callable[[str], None] | None) -> None:
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace")
+        lines.append(line)
+        if echo is not None:
+            echo(line)
+    stream.close()
+
+
+def _read_traces(directory: Path) -> tuple[dict[str, Any], ...]:
+    traces = []
+    for path in sorted(directory.glob("trace-*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            traces.append(data)
+    return tuple(traces)
+
+
+def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
+                environ: Mapping[str, str] | None = None) -> RunOutput:
+    """Run ``spec.argv`` to the step cap, completion or the timeout. Raises :class:`RunError`."""
+    workdir = Path(tempfile.mkdtemp(prefix="portscan-verify-"))
+    try:
+        runtime_dir = workdir / "runtime"
+        for sub in (runtime_dir, workdir / "traces", workdir / "tmp", workdir / "pycache"):
+            sub.mkdir()
+        shutil.copyfile(RUNTIME, runtime_dir / "sitecustomize.py")
+        stubs = None
+        if spec.emulate:
+            stubs = workdir / "bin"
+            write_program_stubs(stubs, spec.programs)
+        config = {"steps": spec.steps, "trace_dir": str(workdir / "traces"), "emulate": spec.emulate,
+                  "blocked": dict(spec.blocked), "programs": dict(spec.programs)}
+        (workdir / "config.json").write_text(json.dumps(config), encoding="utf-8")
+        env = child_environment(os.environ if environ is None else environ, workdir, runtime_dir, stubs)
+        lines: deque[str] = deque(maxlen=OUTPUT_LINES)
+        start = time.monotonic()
+        try:
+            process = subprocess.Popen(resolve_argv(spec.argv), cwd=spec.cwd, env=env,
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as exc:
+            raise RunError(f"cannot run {spec.argv[0]!r}: {exc.strerror or exc}") from None
+        reader = threading.Thread(target=_read, args=(process.stdout, lines, echo), daemon=True)
+        reader.start()
+        timed_out = False
+        try:
+            process.wait(spec.timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            _stop(process)
+        except BaseException:
+            _stop(process)
+            raise
+        seconds = time.monotonic() - start
+        _kill_group(process.pid, signal.SIGKILL)  # stragglers: orphaned workers, background jobs
+        reader.join(KILL_GRACE)
+        return RunOutput(traces=_read_traces(workdir / "traces"), output="".join(lines),
+                         exit_status=None if timed_out else process.returncode,
+                         timed_out=timed_out, seconds=seconds)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
