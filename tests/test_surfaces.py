@@ -385,3 +385,47 @@ def test_extensions_link_their_sources(tmp_path: Path) -> None:
 @pytest.mark.parametrize("path, kind_rule", [("Dockerfile", NV_IMAGE), ("scripts/run.sh", SMI)])
 def test_non_python_files_are_never_python_parsed(path: str, kind_rule) -> None:
     assert run(path, "this is not python (((\n", kind_rule) == []
+
+
+def test_shell_keywords_open_command_positions_and_probes_do_not_run() -> None:
+    source = """\
+    if nvidia-smi -L > /dev/null; then echo ok; fi
+    for i in 0 1; do docker run --gpus all img; done
+    if command -v nvidia-smi > /dev/null; then :; fi
+    while ! nvidia-smi; do sleep 1; done
+    docker run -e NVIDIA_VISIBLE_DEVICES=0 --env=TORCH_CUDA_ARCH_LIST=9.0 img
+    """
+    assert run("run.sh", source, *CONTAINER_RULES) == [
+        ("XX812", 1, "nvidia-smi"), ("XX813", 2, "--gpus"), ("XX812", 4, "nvidia-smi"),
+        ("XX811", 5, "NVIDIA_VISIBLE_DEVICES=0"), ("XX811", 5, "TORCH_CUDA_ARCH_LIST=9.0")]
+
+
+def test_manifest_locations_with_repeated_strings_and_odd_specs() -> None:
+    pyproject = """\
+    [project]
+    dependencies = ["torch"]
+
+    [build-system]
+    requires = ["torch"]
+    """
+    assert run("pyproject.toml", pyproject, BUILD_TORCH) == [("XX806", 5, "torch")]
+    setup_cfg = """\
+    [options]
+    setup_requires =
+        torch
+    install_requires =
+        torch
+    """
+    assert run("setup.cfg", setup_cfg, BUILD_TORCH) == [("XX806", 3, "torch")]
+    conda = "dependencies:\n  - pytorch=*=*cuda*\n  - pytorch-cuda=*\n"
+    cuda_build = rule("XX808", {"kind": "requirement", "names": ["pytorch"], "local_versions": ["*cuda*"]},
+                      "${package}")
+    assert run("environment.yml", conda, cuda_build, CONDA) == [
+        ("XX808", 2, "pytorch"), ("XX807", 3, "pytorch-cuda")]
+    requirements = """\
+    --extra-index-url https://download.pytorch.org/whl/cu118; sys_platform == "linux"
+    https://download.pytorch.org/whl/cu118/torch-2.0.0%2Bcu118-cp310-cp310-linux_x86_64.whl
+    """
+    assert run("requirements.txt", requirements, CU_INDEX, CU_TORCH) == [
+        ("XX804", 1, "https://download.pytorch.org/whl/cu118"),
+        ("XX802", 2, "https://download.pytorch.org/whl/cu118/torch-2.0.0%2Bcu118-cp310-cp310-linux_x86_64.whl")]

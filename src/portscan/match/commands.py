@@ -18,6 +18,10 @@ _OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "(", ")", "\n")
 #: Words that run the command after them (``sudo nvidia-smi``); ``timeout`` takes a duration.
 WRAPPERS = frozenset({"sudo", "env", "exec", "nohup", "time", "nice", "stdbuf", "command",
                       "timeout", "xargs", "srun", "mpirun", "numactl"})
+#: Shell keywords that may open a command position (``if nvidia-smi; then ...``).
+KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{"})
+#: Keywords whose clause is not a command (``for x in a b; do``, ``fi``, ``done``).
+NOT_COMMANDS = frozenset({"for", "case", "select", "in", "fi", "done", "esac", "}", "function"})
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh"})
 _PIP = re.compile(r"^pip(\d+(\.\d+)?)?$")
 _PYTHON = re.compile(r"^python(\d+(\.\d+)?)?$")
@@ -112,6 +116,12 @@ def commands(text: str, base: int = 0) -> Iterator[Command]:
 
 
 def _command(words: list[Word]) -> Iterator[Command]:
+    while words and words[0].value in KEYWORDS and not words[0].quoted:
+        words = words[1:]
+    if not words or (words[0].value in NOT_COMMANDS and not words[0].quoted):
+        return
+    if words[0].value == "command" and len(words) > 1 and words[1].value in ("-v", "-V"):
+        return  # `command -v nvidia-smi` asks whether it exists; it does not run it
     assignments: list[Word] = []
     i = 0
     while i < len(words) and _is_assignment(words[i].value):

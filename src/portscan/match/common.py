@@ -8,7 +8,10 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from fnmatch import fnmatchcase
 
+from urllib.parse import unquote
+
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
 from portscan.match import Match
@@ -26,7 +29,7 @@ from portscan.ruleset import Rule
 
 _CONDA_SPEC = re.compile(r"^\s*(?:[\w.-]+::)?(?P<name>[A-Za-z0-9_][\w.-]*)\s*(?P<rest>.*)$")
 _EGG = re.compile(r"[#&]egg=([\w.-]+)")
-INDEX_OPTION = re.compile(r"^(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)(\S+)")
+INDEX_OPTION = re.compile(r"^(?:-i|--index-url|--extra-index-url|-f|--find-links)(?:\s+|=)([^\s;]+)")
 
 def _parse(text: str) -> Requirement | None:
     try:
@@ -36,9 +39,17 @@ def _parse(text: str) -> Requirement | None:
 
 
 def _url_requirement(text: str) -> Requirement | None:
-    """``git+https://github.com/NVIDIA/apex.git#egg=apex`` and bare VCS URLs."""
+    """``git+https://github.com/NVIDIA/apex.git#egg=apex``, bare VCS URLs, and wheel URLs
+    (``.../torch-2.0.0%2Bcu118-cp310-...whl``, read as a ``==`` pin of that version)."""
     if "://" not in text:
         return None
+    filename = unquote(text.split("#")[0].split("?")[0].rsplit("/", 1)[-1])
+    if filename.endswith(".whl"):
+        try:
+            name, version, _, _ = parse_wheel_filename(filename)
+        except (InvalidWheelFilename, InvalidVersion):
+            return None
+        return _parse(f"{name}=={version}")
     egg = _EGG.search(text)
     name = egg.group(1) if egg else text.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
     name = re.sub(r"\.git$", "", name)
@@ -66,6 +77,8 @@ def parse_requirement(text: str, conda: bool = False) -> Requirement | None:
         spec = _CONDA_SPEC.match(stripped)
         if spec:  # conda specs: name[=version[=build]]; the build string stands in for +local
             version, _, build = spec.group("rest").lstrip("=<>!~ ").partition("=")
+            build = build.strip("*")
+            version = version.strip("*") or ("0" if build else "")
             local = f"+{build}" if build and re.fullmatch(r"[\w.]+", build) else ""
             requirement = _parse(f"{spec.group('name')}=={version}{local}" if version
                                  and re.fullmatch(r"[\w.]+", version) else spec.group("name"))
@@ -189,6 +202,8 @@ def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
             p = rule.pattern
             if isinstance(p, SubprocessPattern) and program in p.programs:
                 yield Match(rule, head.start, head.end, {"program": program})
+            elif isinstance(p, EnvPattern) and program in ("docker", "podman", "nerdctl"):
+                yield from _container_env(command, rule)
             elif isinstance(p, CommandPattern) and program in p.programs:
                 args = command.args
                 if p.subcommands and (not args or args[0].value not in p.subcommands):
@@ -207,6 +222,21 @@ def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
         elif conda_channels and program in ("conda", "mamba", "micromamba") and \
                 [w.value for w in command.args[:1]] == ["install"]:
             yield from _conda_install(command.args[1:], rules)
+
+
+def _container_env(command: Command, rule: Rule) -> Iterator[Match]:
+    """``docker run -e KEY=value`` / ``--env KEY=value``: variables set in the container."""
+    args = command.args
+    for i, word in enumerate(args):
+        if word.value in ("-e", "--env") and i + 1 < len(args):
+            setting = args[i + 1]
+        elif word.value.startswith("--env="):
+            setting = Word(word.value[len("--env="):], word.end - len(word.value) + 6, word.end)
+        else:
+            continue
+        name, eq, value = setting.value.partition("=")
+        if eq:
+            yield from env_matches(name, value, setting.start, [rule])
 
 
 def _conda_install(words: Sequence[Word], rules: Sequence[Rule]) -> Iterator[Match]:

@@ -13,6 +13,7 @@ from portscan.match.common import command_matches, env_matches, image_matches
 from portscan.ruleset import Rule
 
 _INSTRUCTION = re.compile(r"(?P<word>[A-Za-z]+)(?P<space>\s+|$)")
+_COMMENT_LINE = re.compile(r"(?m)^[ \t]*#.*\n?")
 _ENV_PAIR = re.compile(r"(?P<name>[A-Za-z_]\w*)=(?P<value>\"[^\"]*\"|'[^']*'|\S*)")
 
 
@@ -32,10 +33,8 @@ def instructions(text: str) -> Iterator[tuple[str, int, str]]:
         i += 1
         continued = body.rstrip("\r\n").endswith("\\")
         while continued and i < len(lines):
-            if lines[i].lstrip().startswith("#"):  # a comment inside a continuation: dropped
-                body += " " * (len(lines[i]) - 1) + "\n"
-            else:
-                body += lines[i]
+            body += lines[i]
+            if not lines[i].lstrip().startswith("#"):  # comment lines keep a RUN continued
                 continued = lines[i].rstrip("\r\n").endswith("\\")
             offset += len(lines[i])
             i += 1
@@ -86,5 +85,8 @@ def match_dockerfile(text: str, rules: Sequence[Rule]) -> list[Match]:
                 matches += env_matches(name, value.strip(), at, rules)
         elif instruction in ("RUN", "CMD", "ENTRYPOINT"):
             parsed = _exec_form(args, at)
-            matches += command_matches(parsed if parsed is not None else commands(args, at), rules)
+            if parsed is None:  # Docker drops comment lines inside a continued RUN
+                script = _COMMENT_LINE.sub(lambda m: " " * len(m.group(0)), args)
+                parsed = list(commands(script, at))
+            matches += command_matches(parsed, rules)
     return matches

@@ -80,6 +80,16 @@ def match_requirements(text: str, rules: Sequence[Rule]) -> list[Match]:
 # ------------------------------------------------------------------ pyproject.toml
 
 
+def _table_offset(text: str, table: str) -> int:
+    """Where ``[table]`` starts (its parent's header for inline tables), else 0."""
+    while table:
+        header = re.search(rf"(?m)^\s*\[{re.escape(table)}\]\s*(#.*)?$", text)
+        if header:
+            return header.start()
+        table = table.rpartition(".")[0]
+    return 0
+
+
 def _find_string(text: str, value: str, after: int = 0) -> int | None:
     """Offset of ``value`` written as a quoted TOML string at or after ``after``."""
     for quote in ('"', "'"):
@@ -94,21 +104,26 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError:
         return []
-    strings: list[tuple[str, str]] = []  # (requirement, section)
+    # (requirement, section, the table it is written under): each string is looked for
+    # from its own table's header on, so one listed in two tables lands on the right line
+    strings: list[tuple[str, str, str]] = []
     project = data.get("project", {})
-    strings += [(s, "install") for s in project.get("dependencies", []) if isinstance(s, str)]
+    strings += [(s, "install", "project") for s in project.get("dependencies", [])
+                if isinstance(s, str)]
     for group in project.get("optional-dependencies", {}).values():
-        strings += [(s, "optional") for s in group if isinstance(s, str)]
+        strings += [(s, "optional", "project.optional-dependencies") for s in group
+                    if isinstance(s, str)]
     for group in data.get("dependency-groups", {}).values():
-        strings += [(s, "optional") for s in group if isinstance(s, str)]
-    strings += [(s, "build") for s in data.get("build-system", {}).get("requires", [])
+        strings += [(s, "optional", "dependency-groups") for s in group if isinstance(s, str)]
+    strings += [(s, "build", "build-system") for s in data.get("build-system", {}).get("requires", [])
                 if isinstance(s, str)]
     matches: list[Match] = []
-    cursor: dict[str, int] = {}
-    for value, section in strings:
-        at = _find_string(text, value, cursor.get(value, 0))
+    cursor: dict[tuple[str, str], int] = {}
+    for value, section, table in strings:
+        start = cursor.get((value, table), _table_offset(text, table))
+        at = _find_string(text, value, start)
         if at is not None:
-            cursor[value] = at + len(value)
+            cursor[(value, table)] = at + len(value)
             matches += requirement_matches(value, at, rules, section=section)
     tool = data.get("tool", {})
     poetry = tool.get("poetry", {})
@@ -182,13 +197,16 @@ def match_setup_cfg(text: str, rules: Sequence[Rule]) -> list[Match]:
         for _, value in parser.items("options.extras_require"):
             values += [(v, "optional") for v in value.splitlines()]
     matches: list[Match] = []
-    cursor = 0
+    cursor: dict[str, int] = {}
     for value, section in ((v.strip(), s) for v, s in values):
         if not value or value.startswith("#"):
             continue
-        at = text.find(value, cursor)
+        key = {"install": "install_requires", "build": "setup_requires"}.get(section, "")
+        option = re.search(rf"(?m)^\s*{key}\s*=", text) if key else None
+        start = cursor.get(section, option.start() if option else 0)
+        at = text.find(value, start)
         if at >= 0:
-            cursor = at + len(value)
+            cursor[section] = at + len(value)
             matches += requirement_matches(value, at, rules, section=section)
     return matches
 

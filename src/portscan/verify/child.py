@@ -23,6 +23,8 @@ What it does in each process:
 from __future__ import annotations
 
 import atexit
+import contextlib
+import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -76,7 +78,7 @@ class ImportBlocker(importlib.abc.MetaPathFinder):
     def __init__(self, blocked: dict[str, str]) -> None:
         self.blocked = blocked
 
-    def find_spec(self, name, path=None, target=None):  # noqa: ANN001 - importlib protocol
+    def find_spec(self, name, path=None, target=None):
         hit = blocking_rule(name, self.blocked)
         if hit is None:
             return None
@@ -90,11 +92,11 @@ class _AfterImport(importlib.abc.MetaPathFinder):
     """Runs ``callback(module)`` once ``name`` has been imported, before the importer
     gets it back: the only way to patch torch before user code first sees it."""
 
-    def __init__(self, name: str, callback) -> None:  # noqa: ANN001
+    def __init__(self, name: str, callback) -> None:
         self.name = name
         self.callback = callback
 
-    def find_spec(self, name, path=None, target=None):  # noqa: ANN001
+    def find_spec(self, name, path=None, target=None):
         if name != self.name:
             return None
         for finder in sys.meta_path:
@@ -110,10 +112,10 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         loader, callback = spec.loader, self.callback
 
         class Loader(importlib.abc.Loader):
-            def create_module(self, spec):  # noqa: ANN001
+            def create_module(self, spec):
                 return loader.create_module(spec)
 
-            def exec_module(self, module):  # noqa: ANN001
+            def exec_module(self, module):
                 module.__loader__ = loader
                 if module.__spec__ is not None:
                     module.__spec__.loader = loader
@@ -133,7 +135,7 @@ class EmulatedProperties:
         for key, value in MI300X.items():
             setattr(self, key, value)
 
-    def __getattr__(self, key: str):  # noqa: ANN204 - only called for missing attributes
+    def __getattr__(self, key: str):
         if self._real is None:
             raise AttributeError(key)
         return getattr(self._real, key)
@@ -145,7 +147,7 @@ class EmulatedProperties:
                 f"multi_processor_count={self.multi_processor_count}, warp_size={self.warp_size})")
 
 
-def _as_float(tensor) -> float:  # noqa: ANN001
+def _as_float(tensor) -> float:
     try:
         return float(tensor.detach().float().item())
     except Exception:  # noqa: BLE001 - a loss we cannot read is recorded as missing
@@ -193,14 +195,13 @@ class Recorder:
         sys.excepthook = self.excepthook
         atexit.register(self.finish)
 
-    def on_torch(self, torch) -> None:  # noqa: ANN001
+    def on_torch(self, torch) -> None:
         if self.torch is not None:
             return
         self.torch = torch
+        # the real answers, kept before emulation replaces them
         self.real = {"cuda": torch.version.cuda, "hip": torch.version.hip,
-                     "capability": torch.cuda.get_device_capability,
-                     "properties": torch.cuda.get_device_properties,
-                     "name": torch.cuda.get_device_name}
+                     "properties": torch.cuda.get_device_properties}
         try:
             if self.config.get("emulate"):
                 self.emulate(torch)
@@ -208,18 +209,18 @@ class Recorder:
         except Exception as exc:  # noqa: BLE001 - never break the user's program
             self.notes.append(f"portscan runtime could not hook torch: {type(exc).__name__}: {exc}")
 
-    def emulate(self, torch) -> None:  # noqa: ANN001
+    def emulate(self, torch) -> None:
         torch.version.cuda = None
         torch.version.hip = EMULATED_HIP
         real_properties = self.real["properties"]
 
-        def get_device_capability(device=None):  # noqa: ANN001, ANN202
+        def get_device_capability(device=None):
             return (MI300X["major"], MI300X["minor"])
 
-        def get_device_name(device=None):  # noqa: ANN001, ANN202
+        def get_device_name(device=None):
             return MI300X["name"]
 
-        def get_device_properties(device=None):  # noqa: ANN001, ANN202
+        def get_device_properties(device=None):
             try:
                 real = real_properties(device if device is not None else 0) \
                     if torch.cuda.is_available() else None
@@ -227,7 +228,7 @@ class Recorder:
                 real = None
             return EmulatedProperties(real)
 
-        def get_arch_list():  # noqa: ANN202
+        def get_arch_list():
             return ["gfx90a", "gfx942", "gfx950"]
 
         torch.cuda.get_device_capability = get_device_capability
@@ -238,13 +239,13 @@ class Recorder:
                          "arch": MI300X["gcnArchName"], "capability": [MI300X["major"], MI300X["minor"]],
                          "warp_size": MI300X["warp_size"], "hip": EMULATED_HIP, "cuda": None}
 
-    def hook(self, torch) -> None:  # noqa: ANN001
-        torch.optim.optimizer.register_optimizer_step_post_hook(self.on_step)
+    def hook(self, torch) -> None:
+        importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(self.on_step)
         recorder = self
         tensor_backward = torch.Tensor.backward
         autograd_backward = torch.autograd.backward
 
-        def backward(self, gradient=None, *args, **kwargs):  # noqa: ANN001, ANN202
+        def backward(self, gradient=None, *args, **kwargs):
             recorder.note_loss(self, gradient)
             recorder.local.inside = True
             try:
@@ -252,7 +253,7 @@ class Recorder:
             finally:
                 recorder.local.inside = False
 
-        def autograd(tensors, grad_tensors=None, *args, **kwargs):  # noqa: ANN001, ANN202
+        def autograd(tensors, grad_tensors=None, *args, **kwargs):
             if not getattr(recorder.local, "inside", False):
                 single = tensors[0] if isinstance(tensors, (list, tuple)) and len(tensors) == 1 else tensors
                 if isinstance(single, torch.Tensor):
@@ -263,30 +264,28 @@ class Recorder:
         torch.Tensor.backward = backward
         torch.autograd.backward = autograd
 
-        scaler = torch.amp.grad_scaler.GradScaler
+        scaler = importlib.import_module("torch.amp.grad_scaler").GradScaler
         scale = scaler.scale
 
-        def scaled(self, outputs):  # noqa: ANN001, ANN202
+        def scaled(self, outputs):
             result = scale(self, outputs)
             if isinstance(result, torch.Tensor) and result is not outputs and result.numel() == 1:
-                try:
+                with contextlib.suppress(Exception):  # then the scaled loss is recorded
                     result._portscan_unscaled = outputs.detach()
-                except Exception:  # noqa: BLE001, S110 - the scaled loss is still recorded
-                    pass
             return result
 
         scaled.__doc__ = scale.__doc__
         scaler.scale = scaled
         self.hook_distributed(torch)
 
-    def hook_distributed(self, torch) -> None:  # noqa: ANN001
+    def hook_distributed(self, torch) -> None:
         if not torch.distributed.is_available():
             return
-        c10d = torch.distributed.distributed_c10d
+        c10d = importlib.import_module("torch.distributed.distributed_c10d")
         init = c10d.init_process_group
         recorder = self
 
-        def init_process_group(backend=None, *args, **kwargs):  # noqa: ANN001, ANN202
+        def init_process_group(backend=None, *args, **kwargs):
             if isinstance(backend, str) and backend.lower() == "nccl" and not torch.cuda.is_available():
                 recorder.notes.append('init_process_group(backend="nccl") ran with gloo: no GPU here')
                 backend = "gloo"
@@ -298,14 +297,14 @@ class Recorder:
 
     # -- observations ---------------------------------------------------------------
 
-    def note_loss(self, tensor, gradient) -> None:  # noqa: ANN001
+    def note_loss(self, tensor, gradient) -> None:
         try:
             if gradient is None and tensor.numel() == 1 and tensor.requires_grad:
                 self.pending.append(getattr(tensor, "_portscan_unscaled", tensor).detach())
-        except Exception:  # noqa: BLE001, S110 - observation must never break training
+        except Exception:  # noqa: BLE001 - observation must never break training
             pass
 
-    def on_step(self, optimizer, args, kwargs) -> None:  # noqa: ANN001
+    def on_step(self, optimizer, args, kwargs) -> None:
         if self.primary is None:
             self.primary = weakref.ref(optimizer)
         if self.primary() is not optimizer:
@@ -344,7 +343,7 @@ class Recorder:
             self.notes.append(f"could not query the GPU: {type(exc).__name__}: {exc}")
         self.backend = backend
 
-    def excepthook(self, etype, value, tb) -> None:  # noqa: ANN001
+    def excepthook(self, etype, value, tb) -> None:
         try:
             frames = traceback.extract_tb(tb)
             self.failure = {
@@ -393,11 +392,11 @@ def _env_int(name: str) -> int | None:
         return None
 
 
-def _distributed_rank(torch, fallback):  # noqa: ANN001, ANN202
+def _distributed_rank(torch, fallback):
     try:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             return torch.distributed.get_rank()
-    except Exception:  # noqa: BLE001, S110
+    except Exception:  # noqa: BLE001
         pass
     return fallback
 
@@ -406,7 +405,7 @@ def _hide_from_find_spec(blocked: dict[str, str]) -> None:
     """``importlib.util.find_spec`` answers None for blocked modules (availability probes)."""
     find_spec = importlib.util.find_spec
 
-    def hidden(name, package=None):  # noqa: ANN001, ANN202
+    def hidden(name, package=None):
         absolute = importlib.util.resolve_name(name, package) if name.startswith(".") else name
         if blocking_rule(absolute, blocked) is not None:
             return None
@@ -422,7 +421,7 @@ def _hide_programs(programs: set[str]) -> None:
 
     which = shutil.which
 
-    def hidden(cmd, mode=os.F_OK | os.X_OK, path=None):  # noqa: ANN001, ANN202
+    def hidden(cmd, mode=os.F_OK | os.X_OK, path=None):
         if os.path.basename(os.fspath(cmd)) in programs:
             return None
         return which(cmd, mode, path)

@@ -10,17 +10,32 @@ runs in the child).
 from __future__ import annotations
 
 import argparse
+import re
 import sys
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from portscan.ruleset import RuleSet
     from portscan.verify.entry import Candidate, Settings
-    from portscan.verify.verdict import Criteria
+    from portscan.verify.reference import Reference
+    from portscan.verify.runner import RunSpec
+    from portscan.verify.trace import Observation
+    from portscan.verify.verdict import Comparison, Criteria
 
 EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+EPILOG = """\
+exit status:
+  0  PASS
+  1  FAIL: a check failed (the report says which, and the likely rule for a crash)
+  2  usage error, invalid [tool.portscan.verify], unreadable reference, or a command
+     that cannot start
+
+command: after --, else `command` in [tool.portscan.verify], else the best candidate
+found (printed with how to pin it). See docs/verify.md.
+"""
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def _positive_int(text: str) -> int:
@@ -53,6 +68,7 @@ def _non_negative(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add verify's options to its subparser."""
+    parser.epilog = EPILOG
     parser.usage = ("portscan verify [--steps N] [--timeout S] [--record FILE | --against FILE] "
                     "[--emulate rocm] [--nproc N] [--format text|json] [options] [-- CMD ...]")
     parser.add_argument("--steps", type=_positive_int, metavar="N",
@@ -83,7 +99,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--show-output", action="store_true",
                         help="stream the command's output to stderr while it runs")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+    # not "command": that is the top-level parser's subcommand dest
+    parser.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
                         help="the training command, as an argument list (no shell)")
 
 
@@ -110,10 +127,10 @@ def make_plan(args: argparse.Namespace, settings: Settings, project: Path) -> Pl
     from portscan.verify.verdict import (DEFAULT_MAX_RISE, DEFAULT_OUTLIERS, DEFAULT_RTOL,
                                          DEFAULT_STEPS, DEFAULT_TIMEOUT, Criteria)
 
-    def pick(cli, configured, default):  # noqa: ANN001, ANN202
+    def pick(cli, configured, default):
         return cli if cli is not None else configured if configured is not None else default
 
-    command = list(args.command)
+    command = list(args.cmd)
     if command and command[0] == "--":
         command = command[1:]
     alternatives: tuple[Candidate, ...] = ()
@@ -144,26 +161,71 @@ def make_plan(args: argparse.Namespace, settings: Settings, project: Path) -> Pl
                 against=against, allow=tuple(settings.allow_imports) + tuple(args.allow_import))
 
 
+def _kind(backend: dict) -> str:
+    """``rocm``, ``cuda`` or ``cpu``: what the work ran on."""
+    if not backend.get("gpu"):
+        return "cpu"
+    return "rocm" if backend.get("hip") else "cuda"
+
+
 def _error(message: str) -> int:
+    print(f"portscan verify: {_CONTROL.sub('?', message)}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+def _announce_guess(plan: Plan) -> None:
+    """Say which discovered command runs, what else was considered, and how to pin it."""
     from rich.console import Console
     from rich.text import Text
 
-    Console(stderr=True, highlight=False).print(Text(f"portscan verify: {message}"))
-    return EXIT_ERROR
+    from portscan.verify.entry import pin_snippet
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err.print(Text(f"portscan verify: no command given; running `{' '.join(plan.command)}` "
+                   f"from {plan.origin}"))
+    for other in plan.alternatives:
+        err.print(Text(f"  also considered: `{' '.join(other.command)}` ({other.source}, {other.reason})",
+                       style="dim"))
+    pin = "\n".join("    " + line for line in pin_snippet(plan.command).splitlines())
+    err.print(Text(f"  pin it in pyproject.toml:\n{pin}", style="dim"))
+
+
+def _run_spec(plan: Plan, argv: tuple[str, ...], project: Path, rules: RuleSet) -> RunSpec:
+    from portscan.discover import first_party_modules
+    from portscan.verify import emulation
+    from portscan.verify.runner import RunSpec
+
+    blocked: dict[str, str] = {}
+    programs: dict[str, str] = {}
+    if plan.emulate:
+        # the project's own top-level modules are never a missing package
+        allow = plan.allow + tuple(sorted(first_party_modules(project.resolve())))
+        blocked = emulation.blocked_modules(rules, allow)
+        programs = emulation.blocked_programs(rules)
+    return RunSpec(argv=argv, cwd=project, steps=plan.criteria.steps, timeout=plan.criteria.timeout,
+                   emulate=plan.emulate, blocked=blocked, programs=programs)
+
+
+def _reference_notes(reference: Reference, observation: Observation, comparison: Comparison) -> list[str]:
+    notes = []
+    if reference.backend and observation.backend and \
+            _kind(reference.backend) != _kind(asdict(observation.backend)):
+        notes.append("the reference comes from another backend: expect differences within the "
+                     "tolerance, not equality")
+    if comparison.missing:
+        notes.append(f"{comparison.missing} reference steps were not reached by this run")
+    return notes
 
 
 def run(args: argparse.Namespace, rules: RuleSet) -> int:
     """Run ``portscan verify``; return the exit code."""
     from rich.console import Console
-    from rich.text import Text
 
-    from portscan.discover import first_party_modules
-    from portscan.verify import emulation
-    from portscan.verify.entry import ConfigError, load_settings, pin_snippet
+    from portscan.verify.entry import ConfigError, load_settings
     from portscan.verify.hints import likely_rules
     from portscan.verify.reference import ReferenceError, read_reference, to_document, write_reference
     from portscan.verify.report import Result, render_json, render_text
-    from portscan.verify.runner import RunError, RunSpec, run_command, torchrun_argv
+    from portscan.verify.runner import RunError, run_command, torchrun_argv
     from portscan.verify.trace import merge_traces
     from portscan.verify.verdict import compare, judge
 
@@ -176,56 +238,39 @@ def run(args: argparse.Namespace, rules: RuleSet) -> int:
         argv = torchrun_argv(plan.command, plan.nproc) if plan.nproc > 1 else plan.command
     except (ConfigError, ReferenceError, UsageError, ValueError) as exc:
         return _error(str(exc))
-
-    err = Console(stderr=True, highlight=False)
     if plan.guessed:
-        err.print(Text(f"portscan verify: no command given; running `{' '.join(plan.command)}` "
-                       f"from {plan.origin}"))
-        for other in plan.alternatives:
-            err.print(Text(f"  also considered: `{' '.join(other.command)}` ({other.source}, {other.reason})",
-                           style="dim"))
-        err.print(Text("  pin it in pyproject.toml:\n" + "\n".join(
-            "    " + line for line in pin_snippet(plan.command).splitlines()), style="dim"))
-
-    blocked: dict[str, str] = {}
-    programs: dict[str, str] = {}
-    if plan.emulate:
-        allow = plan.allow + tuple(sorted(first_party_modules(project.resolve())))
-        blocked = emulation.blocked_modules(rules, allow)
-        programs = emulation.blocked_programs(rules)
-    spec = RunSpec(argv=tuple(argv), cwd=project, steps=plan.criteria.steps,
-                   timeout=plan.criteria.timeout, emulate=plan.emulate, blocked=blocked,
-                   programs=programs)
+        _announce_guess(plan)
     echo = (lambda line: (sys.stderr.write(line), sys.stderr.flush())) if args.show_output else None
     try:
-        output = run_command(spec, echo=echo)
+        output = run_command(_run_spec(plan, tuple(argv), project, rules), echo=echo)
     except RunError as exc:
         return _error(str(exc))
 
     observation = merge_traces(output.traces, exit_status=output.exit_status,
                                timed_out=output.timed_out, seconds=output.seconds, output=output.output)
-    comparison = None
     notes: list[str] = []
+    if output.created:
+        shown = ", ".join(output.created[:5]) + (" ..." if len(output.created) > 5 else "")
+        notes.append(f"{len(output.created)} new entries appeared in the project during the run "
+                     f"({shown}); portscan leaves them")
+    comparison = None
     if reference is not None:
         comparison = compare(observation.steps, reference.steps, plan.criteria.rtol, plan.criteria.outliers)
-        if reference.backend and observation.backend and \
-                (reference.backend.get("hip") is None) != (observation.backend.hip is None):
-            notes.append("the reference comes from another backend: expect differences within the "
-                         "tolerance, not equality")
-        if comparison.missing:
-            notes.append(f"{comparison.missing} reference steps were not reached by this run")
+        notes += _reference_notes(reference, observation, comparison)
     verdict = judge(observation, plan.criteria, comparison,
                     reference_name=plan.against.name if plan.against else "the reference")
     hints = likely_rules(observation.failure, project, rules) if observation.failure else ()
 
     recorded = None
-    if args.record is not None:
-        if verdict.passed:
+    if args.record is not None and not verdict.passed:
+        notes.append(f"{args.record} was not written: only a passing run makes a reference")
+    elif args.record is not None:
+        try:
             write_reference(args.record, to_document(observation.steps, plan.command, observation.backend,
                                                      plan.emulate, plan.nproc))
-            recorded = str(args.record)
-        else:
-            notes.append(f"{args.record} was not written: only a passing run makes a reference")
+        except OSError as exc:
+            return _error(f"{args.record}: cannot write: {exc.strerror or exc}")
+        recorded = str(args.record)
 
     result = Result(command=plan.command, origin=plan.origin, argv=tuple(argv), emulate=plan.emulate,
                     nproc=plan.nproc, criteria=plan.criteria, observation=observation, verdict=verdict,
@@ -236,7 +281,7 @@ def run(args: argparse.Namespace, rules: RuleSet) -> int:
         sys.stdout.write(render_json(result))
     else:
         out = Console(highlight=False)
-        if not out.is_terminal:
+        if not out.is_terminal:  # piped or redirected: never wrap, so each line stays greppable
             out = Console(highlight=False, soft_wrap=True, width=10_000)
         render_text(result, out)
     return EXIT_PASS if verdict.passed else EXIT_FAIL

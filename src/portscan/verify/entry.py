@@ -68,8 +68,10 @@ def _number(table: dict[str, Any], key: str, kind: type, low: float, high: float
     value = table.get(key)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
-        raise ConfigError(f"[tool.portscan.verify] {key}: expected {'an integer' if kind is int else 'a number'}")
+    wrong = isinstance(value, bool) or not isinstance(value, int if kind is int else (int, float))
+    if wrong:
+        what = "an integer" if kind is int else "a number"
+        raise ConfigError(f"[tool.portscan.verify] {key}: expected {what}")
     if value < low or (high is not None and value > high):
         bounds = f"between {low:g} and {high:g}" if high is not None else f"at least {low:g}"
         raise ConfigError(f"[tool.portscan.verify] {key}: must be {bounds}")
@@ -98,7 +100,7 @@ def parse_settings(table: Any) -> Settings:
     against = table.get("against")
     if against is not None and (not isinstance(against, str) or not against):
         raise ConfigError("[tool.portscan.verify] against: expected a file name")
-    allow = table.get("allow-imports", ())
+    allow = table.get("allow-imports", [])
     if not isinstance(allow, list) or not all(isinstance(a, str) and a for a in allow):
         raise ConfigError("[tool.portscan.verify] allow-imports: expected a list of module names")
     return Settings(
@@ -229,6 +231,13 @@ def _is_python(word: str) -> bool:
     return bool(re.fullmatch(r"python[0-9.]*", Path(word).name))
 
 
+def _target(command: Sequence[str]) -> str:
+    """The script or module a ``python ...`` command runs."""
+    if len(command) > 2 and command[1] == "-m":
+        return command[2]
+    return command[1] if len(command) > 1 else ""
+
+
 def _readme_candidates(project: Path, scripts: Iterable[str]) -> list[Candidate]:
     known = set(scripts)
     found = []
@@ -248,7 +257,7 @@ def _readme_candidates(project: Path, scripts: Iterable[str]) -> list[Candidate]
             if not words or not (_is_python(words[0]) or Path(words[0]).name in _LAUNCHERS):
                 continue
             command = unwrap_launcher(words)
-            target = command[2] if len(command) > 2 and command[1] == "-m" else command[1] if len(command) > 1 else ""
+            target = _target(command)
             if not _TRAIN_WORD.search(target):
                 continue
             score = 30 + (10 if target in known else 0)
@@ -261,7 +270,8 @@ def _readme_candidates(project: Path, scripts: Iterable[str]) -> list[Candidate]
 def discover_candidates(project: Path) -> list[Candidate]:
     """Every candidate command, best first."""
     scripts = _script_candidates(project)
-    candidates = _readme_candidates(project, (c.source for c in scripts)) + scripts + _console_scripts(project)
+    candidates = [*_readme_candidates(project, (c.source for c in scripts)), *scripts,
+                  *_console_scripts(project)]
     unique: dict[tuple[str, ...], Candidate] = {}
     for candidate in sorted(candidates, key=lambda c: -c.score):
         unique.setdefault(candidate.command, candidate)

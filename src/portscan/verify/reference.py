@@ -64,7 +64,8 @@ def read_reference(path: Path) -> Reference:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise ReferenceError(f"{path}: not a portscan verify reference (written by --record)")
     if data.get("version") != VERSION:
-        raise ReferenceError(f"{path}: reference version {data.get('version')!r}; this portscan reads {VERSION}")
+        raise ReferenceError(f"{path}: reference version {data.get('version')!r}; "
+                             f"this portscan reads version {VERSION}")
     steps = []
     for i, item in enumerate(data.get("steps") or ()):
         try:

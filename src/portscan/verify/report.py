@@ -10,7 +10,6 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -18,6 +17,9 @@ from rich.table import Table
 from rich.text import Text
 
 from portscan import __version__
+from portscan.patterns import is_at_or_below
+from portscan.report.text import clean
+from portscan.ruleset import Rule
 from portscan.verify.emulation import SCOPE, TARGET_DEVICE
 from portscan.verify.hints import Hint
 from portscan.verify.trace import Observation, Step, output_lines
@@ -98,105 +100,156 @@ def _rows(result: Result) -> list[Row]:
     return [Row(s.step, s.loss, None, None, None) for s in result.observation.steps]
 
 
-def render_text(result: Result, console: Console) -> None:
+def _text(text: str, style: str = "") -> Text:
+    """Untrusted text (command output, paths, messages): printable, never markup."""
+    return Text(clean(text), style=style)
+
+
+def _header(result: Result, console: Console) -> None:
     obs = result.observation
     head = Text("portscan verify  ", style="bold")
-    head.append(Text(" ".join(result.command)))
+    head.append(_text(" ".join(result.command)))
     console.print(head)
-    console.print(Text(f"  command from {result.origin}", style="dim"))
+    console.print(_text(f"  command from {result.origin}", style="dim"))
     if result.nproc > 1:
         console.print(Text(f"  {result.nproc} processes through torch.distributed.run; rank 0 is judged",
                            style="dim"))
     if result.emulate:
         console.print(Text(f"  emulating ROCm: {TARGET_DEVICE}", style="magenta"))
         console.print(Text(f"  {SCOPE}", style="magenta"))
-    backend = obs.backend.label if obs.backend else "unknown (no optimizer step was seen)"
-    console.print(Text(f"  ran on: {backend}"))
+    backend = obs.backend.label if obs.backend else \
+        "unknown (no optimizer step was seen)" if obs.runtime_loaded else "unknown"
+    console.print(_text(f"  ran on: {backend}"))
     how = {"hooks": "losses from the optimizer step hooks", "stdout": "losses parsed from the output",
            "none": "no losses captured"}[obs.loss_source]
     ending = ("stopped at the step cap" if obs.stopped_at_cap else "timed out" if obs.timed_out
               else f"exit status {obs.exit_status}")
     console.print(Text(f"  {len(obs.steps)} steps in {obs.seconds:.1f} s, {ending}; {how}"))
+    if len(obs.ranks) > 1:
+        ranks = ", ".join(f"rank {r.rank}: {r.steps} steps" + (f" ({r.failure})" if r.failure else "")
+                          for r in obs.ranks)
+        console.print(_text(f"  {ranks}"))
     for note in (*obs.notes, *result.notes):
-        console.print(Text(f"  note: {note}", style="yellow"))
+        console.print(_text(f"  note: {note}", style="yellow"))
 
+
+def _table(result: Result, console: Console) -> None:
+    """Step, loss (and reference, difference), then a sparkline of each curve."""
     rows = _rows(result)
-    if rows:
-        comparison = result.verdict.comparison
-        table = Table(show_edge=False, box=None, padding=(0, 2), pad_edge=True)
-        table.add_column("step", justify="right")
-        table.add_column("loss", justify="right")
+    if not rows:
+        return
+    comparison = result.verdict.comparison
+    table = Table(show_edge=False, box=None, padding=(0, 2), pad_edge=True)
+    table.add_column("step", justify="right")
+    table.add_column("loss", justify="right")
+    if comparison is not None:
+        table.add_column("reference", justify="right")
+        table.add_column("difference", justify="right")
+    divergence = comparison.first_divergence.step if comparison and comparison.first_divergence else None
+    for row in _visible_rows(rows, divergence):
+        if row is None:
+            table.add_row("…", "", *(["", ""] if comparison else []))
+            continue
+        bad = row.loss is not None and not math.isfinite(row.loss)
+        cells = [Text(str(row.step)), Text(_number(row.loss), style="bold red" if bad else "")]
         if comparison is not None:
-            table.add_column("reference", justify="right")
-            table.add_column("difference", justify="right")
-        divergence = comparison.first_divergence.step if comparison and comparison.first_divergence else None
-        for row in _visible_rows(rows, divergence):
-            if row is None:
-                table.add_row("…", "", *(["", ""] if comparison else []))
-                continue
-            bad = row.loss is not None and not math.isfinite(row.loss)
-            cells = [Text(str(row.step)), Text(_number(row.loss), style="bold red" if bad else "")]
-            if comparison is not None:
-                diff = "-" if row.difference is None else f"{row.difference * 100:+.2f} %"
-                style = "" if row.within is not False else "bold red"
-                cells += [Text(_number(row.reference)), Text(diff, style=style)]
-            table.add_row(*cells)
-        console.print()
-        console.print(table)
-        losses = [s.loss for s in obs.steps]
-        finite = [v for v in losses if v is not None and math.isfinite(v)]
-        curve = Text("  loss  ")
-        curve.append(sparkline(losses), style="cyan")
-        if finite:
-            curve.append(f"  {finite[0]:.4g} → {finite[-1]:.4g}")
-        console.print(curve)
-        if comparison is not None:
-            ref = Text("  ref   ")
-            ref.append(sparkline([r.reference for r in comparison.rows]), style="dim")
-            console.print(ref)
+            diff = "-" if row.difference is None else f"{row.difference * 100:+.2f} %"
+            style = "bold red" if row.within is False else ""
+            cells += [Text(_number(row.reference)), Text(diff, style=style)]
+        table.add_row(*cells)
+    console.print()
+    console.print(table)
+    losses = [s.loss for s in result.observation.steps]
+    finite = [v for v in losses if v is not None and math.isfinite(v)]
+    curve = Text("  loss  ")
+    curve.append(sparkline(losses), style="cyan")
+    if finite:
+        curve.append(f"  {finite[0]:.4g} → {finite[-1]:.4g}")
+    console.print(curve)
+    if comparison is not None:
+        ref = Text("  ref   ")
+        ref.append(sparkline([r.reference for r in comparison.rows]), style="dim")
+        console.print(ref)
 
+
+def _failure(result: Result, console: Console) -> None:
+    """The exception, the likely rules, and the last lines of the traceback or output."""
+    obs = result.observation
+    if obs.failure is not None:
+        console.print()
+        console.print(Text("  failure  ", style="bold red") + _text(obs.failure.summary))
+    for i, hint in enumerate(result.hints):
+        line = Text("  likely rule  " if i == 0 else "  also         ", style="bold")
+        line.append(f"{hint.rule.code} {hint.rule.name}", style="bold yellow" if i == 0 else "yellow")
+        if hint.where:
+            line.append(_text(f"  at {hint.where}"))
+            if hint.line_text:
+                line.append(_text(f"  {hint.line_text}", style="dim"))
+        console.print(line)
+        if i == 0:
+            console.print(_text(f"      {hint.message}"))
+            console.print(_text(f"      rewrite: {hint.rule.rewrite}", style="dim"))
+            console.print(Text(f"      more: portscan explain {hint.rule.code}", style="dim"))
+    if result.verdict.passed or not (obs.failure is not None or obs.timed_out or obs.exit_status):
+        return
+    source = obs.failure.traceback if obs.failure and obs.failure.traceback else result.output
+    tail = [line for line in output_lines(source) if line.strip()][-TAIL_LINES:]
+    if tail:
+        console.print(Text("  output (last lines):", style="dim"))
+        for line in tail:
+            console.print(_text("    " + line.rstrip(), style="dim"))
+
+
+def render_text(result: Result, console: Console) -> None:
+    _header(result, console)
+    _table(result, console)
     console.print()
     for check in result.verdict.checks:
         mark, style = MARK[check.status]
         line = Text(f"  {mark} ", style=style)
         line.append(f"{check.name:<10}", style="bold")
-        line.append(Text(check.detail))
+        line.append(_text(check.detail))
         console.print(line)
-
-    if obs.failure is not None:
-        console.print()
-        console.print(Text("  failure  ", style="bold red") + Text(obs.failure.summary))
-    for hint in result.hints:
-        line = Text("  likely rule  ", style="bold")
-        line.append(f"{hint.rule.code} {hint.rule.name}", style="bold yellow")
-        if hint.where:
-            line.append(Text(f"  at {hint.where}"))
-            if hint.line_text:
-                line.append(Text(f"  {hint.line_text}", style="dim"))
-        console.print(line)
-        console.print(Text(f"      {hint.message}"))
-        console.print(Text(f"      rewrite: {hint.rule.rewrite}", style="dim"))
-        console.print(Text(f"      more: portscan explain {hint.rule.code}", style="dim"))
-    if not result.verdict.passed and (obs.failure is not None or obs.timed_out or obs.exit_status):
-        tail = output_lines(obs.failure.traceback if obs.failure and obs.failure.traceback else result.output)
-        tail = [line for line in tail if line.strip()][-TAIL_LINES:]
-        if tail:
-            console.print(Text("  output (last lines):", style="dim"))
-            for line in tail:
-                console.print(Text("    " + line.rstrip(), style="dim"))
+    _failure(result, console)
     if result.recorded:
-        console.print(Text(f"  recorded {len(obs.steps)} steps to {result.recorded}"))
-
+        console.print(_text(f"  recorded {len(result.observation.steps)} steps to {result.recorded}"))
     console.print()
+    console.print(verdict_line(result))
+
+
+def failure_headline(result: Result) -> str | None:
+    """``ModuleNotFoundError: apex.amp (train.py:13) — see PS202 apex-amp``."""
+    failure = result.observation.failure
+    if failure is None:
+        return None
+    hint = result.hints[0] if result.hints else None
+    subject = failure.message
+    if failure.module:
+        subject = related_module(hint.rule, failure.module) if hint else failure.module
+    text = f"{failure.type}: {subject}"
+    if hint is not None:
+        if hint.where:
+            text += f" ({hint.where})"
+        text += f" — see {hint.rule.code} {hint.rule.name}"
+    return text
+
+
+def related_module(rule: Rule, module: str) -> str:
+    """The module of an import rule closest to ``module`` (``apex.amp`` for ``apex``)."""
+    names = [m for m in getattr(rule.pattern, "modules", ())
+             if is_at_or_below(module, m) or is_at_or_below(m, module)]
+    return max(names, key=len) if names else module
+
+
+def verdict_line(result: Result) -> Text:
     if result.verdict.passed:
-        console.print(Text("PASS", style="bold green"))
-    else:
-        why = next(c for c in result.verdict.checks if c.status == FAIL)
-        verdict = Text("FAIL", style="bold red")
-        verdict.append(Text(f": {why.name}: {why.detail}"))
-        if result.hints:
-            verdict.append(Text(f" (see {result.hints[0].rule.code})"))
-        console.print(verdict)
+        return Text("PASS", style="bold green")
+    line = Text("FAIL", style="bold red")
+    headline = failure_headline(result)
+    if headline is not None:
+        return line.append(_text(f": {headline}"))
+    why = next(c for c in result.verdict.checks if c.status == FAIL)
+    return line.append(_text(f": {why.name}: {why.detail}"))
 
 
 def _json_number(value: float | None) -> float | str | None:
@@ -221,6 +274,7 @@ def to_json(result: Result) -> dict[str, Any]:
         "schema_version": SCHEMA_VERSION,
         "portscan_version": __version__,
         "verdict": "pass" if result.verdict.passed else "fail",
+        "headline": failure_headline(result),
         "command": list(result.command),
         "command_origin": result.origin,
         "argv": list(result.argv),
@@ -256,9 +310,3 @@ def to_json(result: Result) -> dict[str, Any]:
 def render_json(result: Result) -> str:
     return json.dumps(to_json(result), indent=2, allow_nan=False) + "\n"
 
-
-def display_path(path: Path, base: Path) -> str:
-    try:
-        return path.resolve().relative_to(base.resolve()).as_posix()
-    except ValueError:
-        return str(path)

@@ -4,13 +4,14 @@ The command runs as an argument list (never through a shell) in its own process 
 with stdin closed and stdout and stderr merged into a pipe the parent reads. Everything
 portscan creates lives in one temporary directory that is removed afterwards: the
 runtime (``sitecustomize.py``), its configuration, the traces, and the child's own
-``TMPDIR`` and bytecode cache (``PYTHONPYCACHEPREFIX``), so neither the project nor
-``/tmp`` keeps anything from the run. A timeout, Ctrl-C, or a command that leaves
+``TMPDIR``; with ``PYTHONDONTWRITEBYTECODE`` the child writes no ``__pycache__`` either,
+so neither the project nor ``/tmp`` keeps anything from the run. A timeout, Ctrl-C, or a command that leaves
 processes behind gets the whole process group killed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -58,6 +59,7 @@ class RunOutput:
     exit_status: int | None  #: None when killed by the timeout
     timed_out: bool
     seconds: float
+    created: tuple[str, ...] = ()  #: new files and folders in the project (the command's own)
 
 
 def is_python(program: str) -> bool:
@@ -102,7 +104,7 @@ def child_environment(base: Mapping[str, str], workdir: Path, runtime_dir: Path,
     env["PYTHONPATH"] = prepend_path(runtime_dir, base.get("PYTHONPATH"))
     env[CONFIG_ENV] = str(workdir / "config.json")
     env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # read caches, write none (a prefix would recompile torch)
     for name in ("TMPDIR", "TEMP", "TMP"):
         env[name] = str(workdir / "tmp")
     env.setdefault("PYTHONHASHSEED", "0")
@@ -112,20 +114,42 @@ def child_environment(base: Mapping[str, str], workdir: Path, runtime_dir: Path,
     return env
 
 
+_SKIP_DIRS = frozenset({".git", ".hg", ".svn", ".venv", "venv", "node_modules", "__pycache__",
+                        ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox"})
+SNAPSHOT_LIMIT = 20_000  #: past this many entries, the project is not compared
+
+
+def project_entries(root: Path, limit: int = SNAPSHOT_LIMIT) -> frozenset[str] | None:
+    """Relative paths of the project's files and folders (None for a very large tree)."""
+    entries: set[str] = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in _SKIP_DIRS]
+        rel = os.path.relpath(folder, root)
+        for name in (*dirs, *files):
+            entries.add(os.path.normpath(os.path.join(rel, name)).replace(os.sep, "/"))
+        if len(entries) > limit:
+            return None
+    return frozenset(entries)
+
+
+def new_entries(before: frozenset[str] | None, after: frozenset[str] | None) -> tuple[str, ...]:
+    """Entries in ``after`` only, without those inside a new folder."""
+    if before is None or after is None:
+        return ()
+    new = after - before
+    return tuple(sorted(e for e in new if not any(e.startswith(d + "/") for d in new)))
+
+
 def _kill_group(pgid: int, sig: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM the process group, then SIGKILL whatever is left after a grace period."""
     _kill_group(process.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(KILL_GRACE)
-    except subprocess.TimeoutExpired:
-        pass
     _kill_group(process.pid, signal.SIGKILL)
     process.wait()
 
@@ -157,7 +181,7 @@ def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
     workdir = Path(tempfile.mkdtemp(prefix="portscan-verify-"))
     try:
         runtime_dir = workdir / "runtime"
-        for sub in (runtime_dir, workdir / "traces", workdir / "tmp", workdir / "pycache"):
+        for sub in (runtime_dir, workdir / "traces", workdir / "tmp"):
             sub.mkdir()
         shutil.copyfile(RUNTIME, runtime_dir / "sitecustomize.py")
         stubs = None
@@ -169,6 +193,7 @@ def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
         (workdir / "config.json").write_text(json.dumps(config), encoding="utf-8")
         env = child_environment(os.environ if environ is None else environ, workdir, runtime_dir, stubs)
         lines: deque[str] = deque(maxlen=OUTPUT_LINES)
+        before = project_entries(spec.cwd)
         start = time.monotonic()
         try:
             process = subprocess.Popen(resolve_argv(spec.argv), cwd=spec.cwd, env=env,
@@ -192,6 +217,7 @@ def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
         reader.join(KILL_GRACE)
         return RunOutput(traces=_read_traces(workdir / "traces"), output="".join(lines),
                          exit_status=None if timed_out else process.returncode,
-                         timed_out=timed_out, seconds=seconds)
+                         timed_out=timed_out, seconds=seconds,
+                         created=new_entries(before, project_entries(spec.cwd)))
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

@@ -156,9 +156,15 @@ def merge_traces(traces: Sequence[Mapping[str, Any]], *, exit_status: int | None
     primary = _pick_primary(traces)
     steps = _steps(primary.get("steps", ())) if primary else ()
     notes: list[str] = []
+    if not traces:
+        notes.append("the portscan runtime did not load: does the command start Python with -S "
+                     "or -I, or not start Python at all?")
     for trace in traces:
         notes.extend(n for n in trace.get("notes", ()) if n not in notes)
     loss_source = "hooks" if steps else "none"
+    unstepped = int(primary.get("pending_backward_calls") or 0) if primary else 0
+    if not steps and unstepped:
+        notes.append(f"backward ran {unstepped} times but no optimizer.step() was seen")
     if not steps:
         parsed = losses_from_output(output)
         if parsed:
@@ -227,7 +233,7 @@ def losses_from_output(output: str) -> tuple[Step, ...]:
         found.append((int(step.group(1)) if step else None, float(match.group(1))))
     numbers = [s for s, _ in found]
     explicit = all(n is not None for n in numbers) and all(
-        a < b for a, b in zip(numbers, numbers[1:]))  # type: ignore[operator]
+        a < b for a, b in zip(numbers, numbers[1:], strict=False))  # type: ignore[operator]
     return tuple(Step(step=s if explicit and s is not None else i, loss=loss)
                  for i, (s, loss) in enumerate(found, start=1))
 

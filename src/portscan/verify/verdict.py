@@ -161,8 +161,7 @@ def check_steps(observation: Observation, criteria: Criteria) -> Check:
     if count == 0:
         detail = "no optimizer step ran and no loss was printed"
         if not observation.runtime_loaded:
-            detail += ("; the portscan runtime did not load (does the command start Python "
-                       "with -S or -I, or not start Python at all?)")
+            detail += "; the portscan runtime did not load"
         return Check("steps", FAIL, detail)
     return Check("steps", FAIL, f"{count} of {criteria.steps} {what}")
 
@@ -185,6 +184,8 @@ def check_finite(observation: Observation) -> Check:
 def check_trend(observation: Observation, criteria: Criteria) -> Check:
     rule = f"rule: the least-squares line may not rise by more than {_percent(criteria.max_rise)} " \
            f"of the mean loss over the window"
+    if any(s.loss is not None and not s.finite for s in observation.steps):
+        return Check("trend", SKIP, f"not judged: some losses are not finite ({rule})")
     rise = fitted_rise(observation.steps)
     if rise is None:
         return Check("trend", SKIP, f"needs at least 2 finite losses ({rule})")
@@ -213,7 +214,9 @@ def check_gpu(observation: Observation) -> Check:
 
 
 def check_reference(comparison: Comparison, name: str) -> Check:
-    rule = f"within {_percent(comparison.rtol)}, {comparison.allowed} outside allowed"
+    allowed = "no step may differ" if comparison.allowed == 0 else \
+        "1 step may differ" if comparison.allowed == 1 else f"up to {comparison.allowed} steps may differ"
+    rule = f"tolerance {_percent(comparison.rtol)}, {allowed}"
     if comparison.compared == 0:
         return Check("reference", FAIL, f"no step in common with {name}")
     if comparison.ok:
