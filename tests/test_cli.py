@@ -31,11 +31,16 @@ def test_json_contract(capsys) -> None:
     assert code == 1
     document = json.loads(out)
     assert set(document) == {"schema_version", "portscan_version", "root", "findings", "errors",
-                             "summary"}
+                             "extensions", "notes", "summary"}
+    assert document["extensions"] == [{
+        "name": "fused_bias_gelu", "path": "setup.py", "line": 29,
+        "sources": ["csrc/fused_bias_gelu.cpp", "csrc/fused_bias_gelu.cu"], "findings": 6,
+        "missing": []}]
+    assert document["notes"] == []
     assert document["schema_version"] == 1 and document["portscan_version"] == __version__
     assert document["root"] == str(FIXTURE)
     assert document["errors"] == []
-    assert len(document["findings"]) == 32
+    assert len(document["findings"]) == 71
     for finding in document["findings"]:
         assert set(finding) == set(FINDING_KEYS)
         for key, kind in FINDING_KEYS.items():
@@ -46,11 +51,11 @@ def test_json_contract(capsys) -> None:
         assert (finding["end_line"], finding["end_column"]) > (finding["line"], finding["column"])
         assert all(url.startswith("https://") for url in finding["references"])
     summary = document["summary"]
-    assert summary["findings"] == 32 and summary["files_scanned"] == 8 and summary["errors"] == 0
-    assert summary["by_severity"] == {"error": 10, "warning": 19, "info": 3}
+    assert summary["findings"] == 71 and summary["files_scanned"] == 16 and summary["errors"] == 0
+    assert summary["by_severity"] == {"error": 34, "warning": 33, "info": 4}
     guarded = [f for f in document["findings"] if f["guard"]]
     assert [(f["path"], f["line"], f["guard"]) for f in guarded] == [("utils/gpu.py", 20, "vendor-branch")]
-    assert sum(summary["by_category"].values()) == 32
+    assert sum(summary["by_category"].values()) == 71
 
 
 def test_json_columns_point_at_the_code(capsys) -> None:
@@ -138,7 +143,7 @@ def test_full_report_on_the_fixture(capsys) -> None:
     assert code == 1
     assert "train.py" in out and "PS202" in out and "rewrite:" in out
     assert " > 13 │ from apex import amp" in out
-    assert "32 findings in 5 of 8 files: 10 error, 19 warning, 3 info" in out
+    assert "71 findings in 12 of 16 files: 34 error, 33 warning, 4 info" in out
 
 
 @pytest.mark.parametrize("argv", [["-m", "portscan"], ["-c", "from portscan.cli import main; "
@@ -147,7 +152,7 @@ def test_entry_points_run_as_a_subprocess(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, *argv, "scan", "--format", "json", str(FIXTURE)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
-    assert len(json.loads(done.stdout)["findings"]) == 32
+    assert len(json.loads(done.stdout)["findings"]) == 71
 
 
 def test_version(capsys) -> None:

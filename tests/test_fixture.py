@@ -11,38 +11,77 @@ from portscan.scan import scan_paths
 from conftest import FIXTURE
 
 EXPECTED = [
-    ("models/vit.py", 7, "PS204"),     # import apex.normalization.fused_layer_norm as fln
-    ("models/vit.py", 8, "PS204"),     # from apex.normalization import FusedLayerNorm
-    ("models/vit.py", 16, "PS502"),    # get_device_capability()[0] >= 9 -> FlashAttention-3
-    ("models/vit.py", 17, "PS702"),    # from flash_attn_interface import ... (Hopper-only FA3)
-    ("models/vit.py", 20, "PS501"),    # get_device_capability() >= (8, 0)
-    ("models/vit.py", 21, "PS503"),    # torch.float8_e4m3fn
-    ("models/vit.py", 59, "PS210"),    # FusedLayerNorm(dim, eps=1e-6)
-    ("models/vit.py", 61, "PS211"),    # fln.FusedRMSNorm(dim), through the module alias
+    ("Dockerfile", 1, "PS831"),                   # nvcr.io/nvidia/pytorch:22.12-py3 is an NVIDIA NGC image built for NV
+    ("Dockerfile", 3, "PS610"),                   # TORCH_CUDA_ARCH_LIST is ignored by ROCm builds of PyTorch
+    ("Dockerfile", 4, "PS611"),                   # NVIDIA_VISIBLE_DEVICES is read only by the NVIDIA container runtime
+    ("csrc/fused_bias_gelu.cu", 7, "PS910"),      # #define WARP_SIZE 32 hard-codes a 32-lane warp
+    ("csrc/fused_bias_gelu.cu", 8, "PS912"),      # #define FULL_MASK 0xffffffff passes a 32-lane mask
+    ("csrc/fused_bias_gelu.cu", 19, "PS914"),     # asm volatile( embeds inline assembly, which in CUDA sources is PTX
+    ("csrc/fused_bias_gelu.cu", 26, "PS911"),     # lane = threadIdx.x & 31
+    ("csrc/fused_bias_gelu.cu", 27, "PS911"),     # warp = threadIdx.x >> 5
+    ("csrc/fused_bias_gelu.cu", 36, "PS913"),     # unsigned active = __ballot_sync( keeps a ballot/active mask in 32 bi
+    ("docker-compose.yml", 5, "PS837"),           # services.train.runtime: nvidia needs the NVIDIA container runtime, w
+    ("docker-compose.yml", 7, "PS611"),           # NVIDIA_VISIBLE_DEVICES is read only by the NVIDIA container runtime
+    ("docker-compose.yml", 14, "PS838"),          # deploy.resources.reservations.devices[0].driver: nvidia
+    ("environment.yml", 4, "PS823"),              # nvidia is an NVIDIA conda channel that only provides CUDA packages
+    ("environment.yml", 9, "PS821"),              # pytorch-cuda=11.7 selects the CUDA build of PyTorch from conda
+    ("environment.yml", 10, "PS821"),             # cudatoolkit=11.7 selects the CUDA build of PyTorch from conda
+    ("environment.yml", 14, "PS806"),             # cupy-cuda11x is a CUDA build of CuPy
+    ("models/vit.py", 7, "PS204"),                # import apex.normalization.fused_layer_norm as fln
+    ("models/vit.py", 8, "PS204"),                # from apex.normalization import FusedLayerNorm
+    ("models/vit.py", 16, "PS502"),               # get_device_capability()[0] >= 9 -> FlashAttention-3
+    ("models/vit.py", 17, "PS702"),               # from flash_attn_interface import ... (Hopper-only FA3)
+    ("models/vit.py", 20, "PS501"),               # get_device_capability() >= (8, 0)
+    ("models/vit.py", 21, "PS503"),               # torch.float8_e4m3fn
+    ("models/vit.py", 59, "PS210"),               # FusedLayerNorm(dim, eps=1e-6)
+    ("models/vit.py", 61, "PS211"),               # fln.FusedRMSNorm(dim), through the module alias
+    ("pyproject.toml", 2, "PS820"),               # torch==1.13.1 is a build requirement: an isolated build downloads th
+    ("pyproject.toml", 10, "PS801"),              # torch==1.13.1+cu117 pins a CUDA build of torch
+    ("pyproject.toml", 12, "PS809"),              # pynvml reads GPUs through NVIDIA's NVML or nvidia-smi and finds none
+    ("pyproject.toml", 13, "PS803"),              # nvidia-cudnn-cu11 is an NVIDIA CUDA library wheel
+    ("pyproject.toml", 17, "PS804"),              # tensorrt is NVIDIA TensorRT, which has no ROCm build
+    ("pyproject.toml", 17, "PS807"),              # onnxruntime-gpu is a CUDA build of ONNX Runtime
+    ("requirements.txt", 1, "PS802"),             # https://download.pytorch.org/whl/cu117 is PyTorch's CUDA wheel index
+    ("requirements.txt", 2, "PS801"),             # torch==1.13.1+cu117 pins a CUDA build of torch
+    ("requirements.txt", 3, "PS801"),             # torchvision==0.14.1+cu117 pins a CUDA build of torchvision
+    ("requirements.txt", 6, "PS809"),             # pynvml reads GPUs through NVIDIA's NVML or nvidia-smi and finds none
+    ("requirements.txt", 7, "PS804"),             # tensorrt is NVIDIA TensorRT, which has no ROCm build
+    ("requirements.txt", 8, "PS808"),             # nvidia-dali-cuda110 is NVIDIA DALI, built only for CUDA
+    ("requirements.txt", 9, "PS814"),             # apex @ git+https://github.com/NVIDIA/apex.git@22.04-dev installs NVI
     ("scripts/export_tensorrt.py", 4, "PS101"),   # import tensorrt as trt
     ("scripts/export_tensorrt.py", 6, "PS102"),   # import torch_tensorrt
     ("scripts/export_tensorrt.py", 16, "PS104"),  # torch.compile(model, backend="tensorrt")
-    ("setup.py", 8, "PS404"),          # if CUDA_HOME is None: raise
-    ("setup.py", 11, "PS401"),         # torch.version.cuda.split(".")
-    ("setup.py", 22, "PS610"),         # os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ...)
-    ("setup.py", 29, "PS901"),         # CUDAExtension(...) (info: hipified on ROCm)
-    ("train.py", 13, "PS202"),         # from apex import amp
-    ("train.py", 14, "PS203"),         # from apex.optimizers import FusedAdam
-    ("train.py", 15, "PS205"),         # from apex.parallel import DistributedDataParallel ...
-    ("train.py", 23, "PS301"),         # cudnn.benchmark = True
-    ("train.py", 25, "PS303"),         # cuda.matmul.allow_tf32 = True
-    ("train.py", 26, "PS304"),         # cudnn.allow_tf32 = True (info)
-    ("train.py", 27, "PS305"),         # set_float32_matmul_precision("high")
-    ("train.py", 68, "PS223"),         # convert_syncbn_model(model)
-    ("train.py", 69, "PS209"),         # FusedAdam(...)
-    ("train.py", 71, "PS216"),         # amp.initialize(model, optimizer, opt_level=...)
-    ("train.py", 73, "PS222"),         # ApexDDP(model, delay_allreduce=True)
-    ("train.py", 86, "PS218"),         # with amp.scale_loss(loss, optimizer) as scaled_loss
-    ("utils/gpu.py", 6, "PS602"),      # import pynvml
-    ("utils/gpu.py", 14, "PS401"),     # torch.version.cuda.split(".")
-    ("utils/gpu.py", 18, "PS402"),     # if torch.version.cuda:
-    ("utils/gpu.py", 20, "PS403"),     # f"... {torch.version.cuda}" (info, inside the cuda check)
-    ("utils/gpu.py", 28, "PS601"),     # ["nvidia-smi", ...]
+    ("scripts/launch.sh", 8, "PS601"),            # nvidia-smi does not exist on AMD GPU hosts
+    ("scripts/launch.sh", 10, "PS615"),           # NCCL_P2P_LEVEL=NVL limits peer-to-peer to NVLink-connected GPUs, an
+    ("scripts/launch.sh", 11, "PS840"),           # CUDA_HOME points builds at a CUDA toolkit
+    ("scripts/launch.sh", 16, "PS834"),           # --gpus asks docker for a GPU device driver
+    ("setup.py", 8, "PS404"),                     # if CUDA_HOME is None: raise
+    ("setup.py", 11, "PS401"),                    # torch.version.cuda.split(".")
+    ("setup.py", 15, "PS903"),                    # nvcc math flag --use_fast_math reaches hipcc unchanged on ROCm, and
+    ("setup.py", 16, "PS902"),                    # nvcc architecture flag -gencode reaches hipcc unchanged on ROCm, and
+    ("setup.py", 17, "PS904"),                    # nvcc front-end flag --expt-relaxed-constexpr reaches hipcc unchanged
+    ("setup.py", 20, "PS902"),                    # nvcc architecture flag -gencode reaches hipcc unchanged on ROCm, and
+    ("setup.py", 22, "PS610"),                    # os.environ.setdefault("TORCH_CUDA_ARCH_LIST", ...)
+    ("setup.py", 29, "PS901"),                    # CUDAExtension(...) (info: hipified on ROCm)
+    ("setup.py", 33, "PS908"),                    # the extension links the CUDA library cublas, which does not exist on
+    ("setup.py", 37, "PS809"),                    # pynvml reads GPUs through NVIDIA's NVML or nvidia-smi and finds none
+    ("train.py", 13, "PS202"),                    # from apex import amp
+    ("train.py", 14, "PS203"),                    # from apex.optimizers import FusedAdam
+    ("train.py", 15, "PS205"),                    # from apex.parallel import DistributedDataParallel ...
+    ("train.py", 23, "PS301"),                    # cudnn.benchmark = True
+    ("train.py", 25, "PS303"),                    # cuda.matmul.allow_tf32 = True
+    ("train.py", 26, "PS304"),                    # cudnn.allow_tf32 = True (info)
+    ("train.py", 27, "PS305"),                    # set_float32_matmul_precision("high")
+    ("train.py", 68, "PS223"),                    # convert_syncbn_model(model)
+    ("train.py", 69, "PS209"),                    # FusedAdam(...)
+    ("train.py", 71, "PS216"),                    # amp.initialize(model, optimizer, opt_level=...)
+    ("train.py", 73, "PS222"),                    # ApexDDP(model, delay_allreduce=True)
+    ("train.py", 86, "PS218"),                    # with amp.scale_loss(loss, optimizer) as scaled_loss
+    ("utils/gpu.py", 6, "PS602"),                 # import pynvml
+    ("utils/gpu.py", 14, "PS401"),                # torch.version.cuda.split(".")
+    ("utils/gpu.py", 18, "PS402"),                # if torch.version.cuda:
+    ("utils/gpu.py", 20, "PS403"),                # f"... {torch.version.cuda}" (info, inside the cuda check)
+    ("utils/gpu.py", 28, "PS601"),                # ["nvidia-smi", ...]
 ]
 
 #: Code that works unchanged on ROCm; none of it may be reported as warning or error.
@@ -77,10 +116,21 @@ def test_expected_findings_line_by_line(result) -> None:
     assert [(f.path, f.span.line, f.rule) for f in result.findings] == EXPECTED
 
 
-def test_every_python_file_was_scanned_without_errors(result) -> None:
-    python_files = sorted(p.relative_to(FIXTURE).as_posix() for p in FIXTURE.rglob("*.py"))
-    assert result.files_scanned == len(python_files) == 8
+def test_every_surface_was_scanned_without_errors(result) -> None:
+    files = sorted(p.relative_to(FIXTURE).as_posix() for p in FIXTURE.rglob("*")
+                   if p.is_file() and p.suffix not in (".md", ".yaml"))
+    assert len(files) == result.files_scanned == 16  # csrc/*.cpp is read because setup.py builds it
+    assert {f.path.split("/")[-1] for f in result.findings} >= {
+        "requirements.txt", "pyproject.toml", "environment.yml", "Dockerfile", "docker-compose.yml",
+        "launch.sh", "setup.py", "fused_bias_gelu.cu", "train.py"}
     assert result.errors == ()
+
+
+def test_the_extension_is_linked_to_its_kernel_sources(result) -> None:
+    (extension,) = result.extensions
+    assert (extension.name, extension.path, extension.line) == ("fused_bias_gelu", "setup.py", 29)
+    assert extension.sources == ("csrc/fused_bias_gelu.cpp", "csrc/fused_bias_gelu.cu")
+    assert extension.findings == 6
 
 
 @pytest.mark.parametrize("path, snippet", ROCM_SAFE, ids=[s for _, s in ROCM_SAFE])

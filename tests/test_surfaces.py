@@ -429,3 +429,36 @@ def test_manifest_locations_with_repeated_strings_and_odd_specs() -> None:
     assert run("requirements.txt", requirements, CU_INDEX, CU_TORCH) == [
         ("XX804", 1, "https://download.pytorch.org/whl/cu118"),
         ("XX802", 2, "https://download.pytorch.org/whl/cu118/torch-2.0.0%2Bcu118-cp310-cp310-linux_x86_64.whl")]
+
+
+def test_preprocessor_vendor_groups_guard_kernel_findings() -> None:
+    source = """\
+    #ifdef USE_ROCM
+    #define MASK 0xffffffffffffffffULL
+    #else
+    __device__ int f(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #endif
+    #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    __device__ int g(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #endif
+    #if !defined(__HIP_PLATFORM_AMD__)
+    __device__ void h() { asm volatile("membar.gl;"); }
+    #endif
+    """
+    found = scan_source(textwrap.dedent(source), "k.cu", RuleSet([MASK, PTX]))
+    assert [(f.rule, f.span.line, f.severity.value, f.guard) for f in found] == [
+        ("XX905", 4, "info", "vendor-branch"), ("XX905", 7, "warning", None),
+        ("XX904", 10, "info", "vendor-branch")]
+
+
+def test_build_args_written_through_dict_keys() -> None:
+    source = """\
+    from torch.utils.cpp_extension import CUDAExtension
+    args = {"cxx": ["-O3"]}
+    args["nvcc"] = ["-O3", "--use_fast_math"]
+    args["nvcc"] += ["-gencode", "arch=compute_90,code=sm_90"]
+    args["nvcc"].append("--expt-extended-lambda")
+    ext = CUDAExtension("a", ["a.cu"], extra_compile_args=args)
+    """
+    assert run("setup.py", source, NVCC) == [
+        ("XX901", 3, "--use_fast_math"), ("XX901", 4, "-gencode"), ("XX901", 5, "--expt-extended-lambda")]

@@ -1,8 +1,8 @@
 """Command line: parse arguments, run a stage, print, return the exit code.
 
 Exit codes (ruff's convention):
-  0  nothing found: no findings and every file could be scanned
-  1  findings, or files that could not be read or parsed (the scan went on)
+  0  scan: nothing found and every file could be scanned; verify: PASS
+  1  scan: findings, or files that could not be read or parsed; verify: FAIL
   2  usage error, broken rule file, or an internal error
 """
 
@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         "verify", help="run the project's training for a few steps and judge the port",
         description="Run a training command for a few steps on the GPU that is there (or under "
                     "ROCm emulation) and check that it trains.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     from portscan.verify.cli import add_arguments as add_verify_arguments
 
     add_verify_arguments(verify)

@@ -46,10 +46,10 @@ def _url_requirement(text: str) -> Requirement | None:
     filename = unquote(text.split("#")[0].split("?")[0].rsplit("/", 1)[-1])
     if filename.endswith(".whl"):
         try:
-            name, version, _, _ = parse_wheel_filename(filename)
+            wheel_name, version, _, _ = parse_wheel_filename(filename)
         except (InvalidWheelFilename, InvalidVersion):
             return None
-        return _parse(f"{name}=={version}")
+        return _parse(f"{wheel_name}=={version}")
     egg = _EGG.search(text)
     name = egg.group(1) if egg else text.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
     name = re.sub(r"\.git$", "", name)

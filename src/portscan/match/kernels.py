@@ -1,5 +1,7 @@
 """CUDA/C++ kernel sources: regex rules over code with comments and string literals
 blanked out, and CUDA API identifiers that PyTorch's hipify table does not map.
+Findings inside ``#if``/``#ifdef`` groups that test the HIP/ROCm platform carry the
+``vendor-branch`` guard, as in Python.
 
 The hipify table is read from the installed torch (``torch/utils/hipify/
 cuda_to_hip_mappings.py``) by loading that one file, without importing torch. Where
@@ -14,10 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from portscan.match import Match
+from portscan.match.guards import VENDOR_BRANCH
 from portscan.patterns import CudaApiPattern, KernelPattern
 from portscan.ruleset import Rule
 
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
+_DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|endif)\b(?P<condition>.*)$")
+_VENDOR_MACRO = re.compile(r"(?i)rocm|hip|amdgcn|__gfx\w*__")
 HIPIFY_UNAVAILABLE = ("the CUDA-API mapping check was skipped: torch is not installed, and "
                       "portscan reads PyTorch's hipify table from it")
 
@@ -79,8 +84,36 @@ def load_hipify_names() -> frozenset[str] | None:
     return frozenset(names) or None
 
 
+def vendor_regions(code: str) -> list[tuple[int, int]]:
+    """Offsets of ``#if``/``#ifdef`` groups whose condition names the HIP/ROCm platform
+    (``USE_ROCM``, ``__HIP_PLATFORM_AMD__``, ``__HIPCC__``, ``__gfx942__``...): every
+    branch of such a group is code that already handles ROCm."""
+    regions: list[tuple[int, int]] = []
+    stack: list[tuple[int, bool]] = []  # (start of the group, condition names the vendor)
+    for directive in _DIRECTIVE.finditer(code):
+        word, condition = directive.group("word"), directive.group("condition")
+        if word in ("if", "ifdef", "ifndef"):
+            stack.append((directive.start(), bool(_VENDOR_MACRO.search(condition))))
+        elif word == "elif" and stack:
+            start, vendor = stack[-1]
+            stack[-1] = (start, vendor or bool(_VENDOR_MACRO.search(condition)))
+        elif word == "endif" and stack:
+            start, vendor = stack.pop()
+            if vendor:
+                regions.append((start, directive.end()))
+    return regions
+
+
 def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
     code = strip_code(text)
+    matches = _kernel_matches(code, rules, hipify)
+    regions = vendor_regions(code)
+    return [Match(m.rule, m.start, m.end, m.variables,
+                  VENDOR_BRANCH if any(a <= m.start and m.end <= b for a, b in regions) else None)
+            for m in matches]
+
+
+def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
     matches: list[Match] = []
     defined = None
     for rule in rules:

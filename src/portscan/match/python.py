@@ -388,6 +388,8 @@ class _Collector(cst.CSTVisitor):
 
     def visit_AugAssign(self, node: cst.AugAssign) -> bool:
         self._visit(node.value)
+        if isinstance(node.operator, cst.AddAssign):
+            self._record_item(node.target, node.value)
         if isinstance(node.target, cst.Name):
             self.scope.bind(node.target.value)
             if isinstance(node.operator, cst.AddAssign):  # flags += ["-O3"]: more values
@@ -410,7 +412,13 @@ class _Collector(cst.CSTVisitor):
                     else target.attr.value if isinstance(target, cst.Attribute) else None)
         if own_name in index.assign_names:
             self.named_assigns.append((target, own_name, value))
-        if (index.envs and isinstance(target, cst.Subscript) and len(target.slice) == 1
+        self._record_item(target, value)
+
+    def _record_item(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
+        """``os.environ["K"] = v`` and ``args["nvcc"] = [...]`` (also ``+=``, ``.append``)."""
+        if not (self.index.envs or self.index.build_args):
+            return
+        if (isinstance(target, cst.Subscript) and len(target.slice) == 1
                 and isinstance(target.slice[0].slice, cst.Index)):
             container = dotted(target.value)
             if container is not None:
@@ -515,10 +523,13 @@ class _Collector(cst.CSTVisitor):
         elif callee in ("get", "pop") and isinstance(func, cst.Attribute) and node.args:
             self.lookup_keys.add(id(node.args[0].value))
         elif (callee in ("append", "extend", "insert") and isinstance(func, cst.Attribute)
-              and isinstance(func.value, cst.Name) and node.args):
+              and node.args):
             item = node.args[-1].value  # flags.append("-O3"), flags.extend([...]): more values
-            self.scope.values.setdefault(func.value.value, []).append(
-                (item if callee == "extend" else cst.List([cst.Element(item)]), None))
+            added = item if callee == "extend" else cst.List([cst.Element(item)])
+            if isinstance(func.value, cst.Name):
+                self.scope.values.setdefault(func.value.value, []).append((added, None))
+            else:
+                self._record_item(func.value, added)  # args["nvcc"].append("-O3")
         if self.index.wants_calls:
             self.calls.append((node, self.scope))
         self._visit(node.func)
@@ -988,6 +999,12 @@ class _Resolver:
                 for element in mapping.elements:
                     if isinstance(element, cst.DictElement) and string_text(element.key) == argument:
                         yield from self._string_items(element.value, scope)
+            if isinstance(compile_args, cst.Name):  # args["nvcc"] = [...] / += / .append
+                owner = scope.lookup(compile_args.value)
+                for chain, key, value in self.c.item_assigns:
+                    if (chain.parts == [compile_args.value] and string_text(key) == argument
+                            and chain.scope.lookup(compile_args.value) is owner):
+                        yield from self._string_items(value, chain.scope)
             if argument == "cxx" and compile_args is not None and not self._dicts(compile_args, scope):
                 yield from self._string_items(compile_args, scope)  # the list form means cxx
 

@@ -30,6 +30,7 @@ import importlib.machinery
 import importlib.util
 import json
 import math
+from typing import Any
 import os
 import sys
 import threading
@@ -136,9 +137,10 @@ class EmulatedProperties:
             setattr(self, key, value)
 
     def __getattr__(self, key: str):
-        if self._real is None:
+        real = self.__dict__.get("_real")
+        if real is None:
             raise AttributeError(key)
-        return getattr(self._real, key)
+        return getattr(real, key)
 
     def __repr__(self) -> str:
         return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
@@ -168,7 +170,7 @@ class Recorder:
         os.environ[key] = str(os.getpid())
         self.steps: list[dict] = []
         self.pending: list = []  # detached scalar losses since the previous step
-        self.primary = None  # weak reference to the optimizer whose steps count
+        self.primary: Any = None  # weak reference to the optimizer whose steps count
         self.devices: list[str] = []
         self.backend: dict | None = None
         self.emulated: dict | None = None
@@ -292,8 +294,8 @@ class Recorder:
             return init(backend, *args, **kwargs)
 
         init_process_group.__doc__ = init.__doc__
-        c10d.init_process_group = init_process_group
-        torch.distributed.init_process_group = init_process_group
+        c10d.init_process_group = init_process_group  # type: ignore[attr-defined,unused-ignore]
+        torch.distributed.init_process_group = init_process_group  # type: ignore[attr-defined,unused-ignore]
 
     # -- observations ---------------------------------------------------------------
 

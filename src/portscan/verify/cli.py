@@ -240,7 +240,7 @@ def run(args: argparse.Namespace, rules: RuleSet) -> int:
         return _error(str(exc))
     if plan.guessed:
         _announce_guess(plan)
-    echo = (lambda line: (sys.stderr.write(line), sys.stderr.flush())) if args.show_output else None
+    echo = _echo_to_stderr if args.show_output else None
     try:
         output = run_command(_run_spec(plan, tuple(argv), project, rules), echo=echo)
     except RunError as exc:
@@ -285,3 +285,8 @@ def run(args: argparse.Namespace, rules: RuleSet) -> int:
             out = Console(highlight=False, soft_wrap=True, width=10_000)
         render_text(result, out)
     return EXIT_PASS if verdict.passed else EXIT_FAIL
+
+
+def _echo_to_stderr(line: str) -> None:
+    sys.stderr.write(line)
+    sys.stderr.flush()

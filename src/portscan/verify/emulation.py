@@ -27,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from portscan.model import Severity
-from portscan.patterns import is_at_or_below
+from portscan.patterns import ImportPattern, SubprocessPattern, is_at_or_below
 from portscan.ruleset import Rule, RuleSet
 
 TARGETS = ("rocm",)
@@ -37,14 +37,15 @@ SCOPE = ("emulation checks the Python layer (imports, torch.version, device quer
 
 
 def import_rules(rules: RuleSet) -> tuple[Rule, ...]:
-    return tuple(rule for rule in rules.rules if rule.pattern.kind == "import")
+    return tuple(rule for rule in rules.rules if isinstance(rule.pattern, ImportPattern))
 
 
 def module_rules(rules: RuleSet) -> dict[str, str]:
     """Every module an import rule names, with the rule code (first rule wins on ties)."""
     owners: dict[str, str] = {}
     for rule in import_rules(rules):
-        for module in rule.pattern.modules:  # type: ignore[attr-defined]
+        assert isinstance(rule.pattern, ImportPattern)
+        for module in rule.pattern.modules:
             owners.setdefault(module, rule.code)
     return owners
 
@@ -58,9 +59,9 @@ def blocked_modules(rules: RuleSet, allow: Iterable[str] = ()) -> dict[str, str]
     allowed = tuple(allow)
     blocked: dict[str, str] = {}
     for rule in rules.rules:
-        if not is_blocked_rule(rule):
+        if not is_blocked_rule(rule) or not isinstance(rule.pattern, ImportPattern):
             continue
-        for module in rule.pattern.modules:  # type: ignore[attr-defined]
+        for module in rule.pattern.modules:
             if not any(is_at_or_below(module, name) for name in allowed):
                 blocked.setdefault(module, rule.code)
     return blocked
@@ -70,8 +71,8 @@ def blocked_programs(rules: RuleSet) -> dict[str, str]:
     """Programs a ROCm machine lacks, from the subprocess rules of severity error."""
     programs: dict[str, str] = {}
     for rule in rules.rules:
-        if rule.pattern.kind == "subprocess" and rule.severity is Severity.ERROR:
-            for program in rule.pattern.programs:  # type: ignore[attr-defined]
+        if isinstance(rule.pattern, SubprocessPattern) and rule.severity is Severity.ERROR:
+            for program in rule.pattern.programs:
                 programs.setdefault(program, rule.code)
     return programs
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from portscan.model import Finding
-from portscan.patterns import is_at_or_below
+from portscan.patterns import ImportPattern, is_at_or_below
 from portscan.ruleset import Rule, RuleSet
 from portscan.verify.emulation import module_rules, rule_for_module
 from portscan.verify.trace import Failure
@@ -72,9 +72,9 @@ def _line(path: Path, line: int) -> str | None:
 
 def _specificity(rule: Rule, module: str | None) -> int:
     """How closely an import rule names ``module`` (the longest related module); 0 otherwise."""
-    if not module or rule.pattern.kind != "import":
+    if not module or not isinstance(rule.pattern, ImportPattern):
         return 0
-    return max((len(name) for name in rule.pattern.modules  # type: ignore[attr-defined]
+    return max((len(name) for name in rule.pattern.modules
                 if is_at_or_below(module, name) or is_at_or_below(name, module)), default=0)
 
 

@@ -196,8 +196,8 @@ def _failure(result: Result, console: Console) -> None:
     tail = [line for line in output_lines(source) if line.strip()][-TAIL_LINES:]
     if tail:
         console.print(Text("  output (last lines):", style="dim"))
-        for line in tail:
-            console.print(_text("    " + line.rstrip(), style="dim"))
+        for tail_line in tail:
+            console.print(_text("    " + tail_line.rstrip(), style="dim"))
 
 
 def render_text(result: Result, console: Console) -> None:

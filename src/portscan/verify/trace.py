@@ -173,7 +173,7 @@ def merge_traces(traces: Sequence[Mapping[str, Any]], *, exit_status: int | None
     ranks = tuple(
         RankSummary(rank=t.get("rank"), steps=len(t.get("steps", ())),
                     finite=all(s.finite for s in _steps(t.get("steps", ()))),
-                    failure=_failure(t.get("failure")).summary if t.get("failure") else None)
+                    failure=_failure_summary(t.get("failure")))
         for t in sorted((t for t in traces if t.get("rank") is not None),
                         key=lambda t: (t["rank"], -len(t.get("steps", ())))))
     backend = None
@@ -266,3 +266,8 @@ def failure_from_output(output: str) -> Failure | None:
     module = _NO_MODULE.search(message or "")
     return Failure(type=kind, message=message or "", module=module.group(1) if module else None,
                    frames=tuple(frames), traceback="\n".join(lines[start:])[-6000:])
+
+
+def _failure_summary(data: Mapping[str, Any] | None) -> str | None:
+    failure = _failure(data) if data else None
+    return failure.summary if failure is not None else None
