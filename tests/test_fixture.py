@@ -88,7 +88,7 @@ EXPECTED = [
 ROCM_SAFE = [
     ("train.py", 'dist.init_process_group(backend="nccl")'),
     ("train.py", "torch.cuda.set_device(local_rank)"),
-    ("train.py", "model = vit_b16().cuda()"),
+    ("train.py", "model = build_model(cfg).to(device)"),
     ("train.py", "labels.cuda(non_blocking=True)"),
     ("train.py", 'torch.device("cuda" if torch.cuda.is_available() else "cpu")'),
     ("train.py", "torch.cuda.synchronize()"),

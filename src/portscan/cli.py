@@ -18,6 +18,10 @@ from collections.abc import Sequence
 from portscan import __version__
 
 if TYPE_CHECKING:
+    from typing import TextIO
+
+    from rich.console import Console
+
     from portscan.ruleset import Rule, RuleSet
 
 EXIT_CLEAN = 0
@@ -30,6 +34,25 @@ exit status:
   1  findings, or files that could not be read or parsed
   2  usage error, invalid rule file, or internal error
 """
+
+FIX_EPILOG = """\
+tiers:
+  safe    behaviour identical on NVIDIA and ROCm; applied by default
+  unsafe  may change behaviour or needs review; applied with --unsafe-fixes
+  (rules without a fix only suggest a rewrite; `portscan explain CODE` shows it)
+
+exit status:
+  0  no findings remain (with --diff: nothing would change)
+  1  findings remain, or a file could not be fixed (with --diff: something would change)
+  2  usage error, invalid rule file, or internal error
+"""
+
+
+def add_rule_selection(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--select", metavar="CODES", default="",
+                        help="only these rules: comma-separated codes or prefixes (PS2,PS316)")
+    parser.add_argument("--ignore", metavar="CODES", default="",
+                        help="not these rules: comma-separated codes or prefixes")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,6 +75,21 @@ def build_parser() -> argparse.ArgumentParser:
                       help="full: grouped report with code frames (default); "
                            "json: one JSON object (see docs/json-output.md); "
                            "markdown: a migration report with a readiness verdict")
+    add_rule_selection(scan)
+    fix = commands.add_parser(
+        "fix", help="apply ROCm-safe rewrites",
+        description="Rewrite CUDA-only code with the fixes rules declare, keeping formatting "
+                    "and comments. Safe fixes by default; unsafe ones with --unsafe-fixes.",
+        epilog=FIX_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    fix.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                     help="files or directories to fix (default: the current directory)")
+    fix.add_argument("--unsafe-fixes", action="store_true",
+                     help="also apply fixes that may change behaviour (review the diff)")
+    fix.add_argument("--diff", action="store_true",
+                     help="print a unified diff of the changes and write nothing")
+    fix.add_argument("--show-fixes", action="store_true",
+                     help="list the fixes applied in each file")
+    add_rule_selection(fix)
     rules = commands.add_parser("rules", help="list every rule",
                                 description="List every rule: code, name, severity, category.")
     rules.add_argument("--format", choices=("table", "json"), default="table")
@@ -86,15 +124,22 @@ def load_rules_or_report() -> RuleSet | None:
         return None
 
 
-def run_scan(args: argparse.Namespace, rules: RuleSet) -> int:
-    from rich.console import Console
+def selected(args: argparse.Namespace, rules: RuleSet) -> RuleSet:
+    """The rules ``--select``/``--ignore`` leave. Raises ``ValueError`` for a selector
+    that matches no rule."""
+    def split(text: str) -> list[str]:
+        return [part.strip().upper() for part in text.split(",") if part.strip()]
 
+    return rules.filter(split(args.select), split(args.ignore))
+
+
+def run_scan(args: argparse.Namespace, rules: RuleSet) -> int:
     from portscan.discover import UsageError
     from portscan.scan import scan_paths
 
     try:
-        result = scan_paths(args.paths or [Path(".")], rules)
-    except UsageError as exc:
+        result = scan_paths(args.paths or [Path(".")], selected(args, rules))
+    except (UsageError, ValueError) as exc:
         print(f"portscan: {exc}", file=sys.stderr)
         return EXIT_ERROR
     if args.format == "json":
@@ -108,14 +153,43 @@ def run_scan(args: argparse.Namespace, rules: RuleSet) -> int:
     else:
         from portscan.report.text import render_text
 
-        out = Console(highlight=False)
-        if not out.is_terminal:
-            # piped or redirected: never wrap or crop, so each line stays greppable
-            out = Console(highlight=False, soft_wrap=True, width=10_000)
-        render_text(result, out)
+        render_text(result, console_for(sys.stdout))
     if any(error.kind == "internal" for error in result.errors):
         return EXIT_ERROR
     return EXIT_FINDINGS if result.findings or result.errors else EXIT_CLEAN
+
+
+def console_for(stream: TextIO) -> Console:
+    """A rich console; piped or redirected, it never wraps or crops, so each line
+    stays greppable."""
+    from rich.console import Console
+
+    out = Console(highlight=False, file=stream)
+    if not out.is_terminal:
+        out = Console(highlight=False, soft_wrap=True, width=10_000, file=stream)
+    return out
+
+
+def run_fix(args: argparse.Namespace, rules: RuleSet) -> int:
+    from portscan.discover import UsageError
+    from portscan.fix.apply import fix_paths
+    from portscan.report.fixes import render_fix_summary, unified_diff
+
+    try:
+        run = fix_paths(args.paths or [Path(".")], selected(args, rules), unsafe=args.unsafe_fixes,
+                        write=not args.diff)
+    except (UsageError, ValueError) as exc:
+        print(f"portscan: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    if args.diff:
+        sys.stdout.write(unified_diff(run))
+    console = console_for(sys.stderr if args.diff else sys.stdout)
+    render_fix_summary(run, console, wrote=not args.diff, show_fixes=args.show_fixes)
+    if args.diff:
+        return EXIT_FINDINGS if run.changed else EXIT_CLEAN
+    if any(e.kind == "internal" for e in run.after.errors):
+        return EXIT_ERROR
+    return EXIT_FINDINGS if run.after.findings or run.after.errors or run.errors else EXIT_CLEAN
 
 
 def run_rules(args: argparse.Namespace, rules: RuleSet) -> int:
@@ -132,7 +206,7 @@ def run_rules(args: argparse.Namespace, rules: RuleSet) -> int:
         table.add_column(column)
     for rule in rules.rules:
         table.add_row(rule.code, rule.name, rule.severity.value, rule.category,
-                      rule.confidence.value, "no")
+                      rule.confidence.value, rule.fix.tier.value if rule.fix else "-")
     Console(highlight=False).print(table)
     return EXIT_CLEAN
 
@@ -183,7 +257,7 @@ def run_verify(args: argparse.Namespace, rules: RuleSet) -> int:
     return run(args, rules)
 
 
-COMMANDS = {"scan": run_scan, "rules": run_rules, "explain": run_explain, "docs": run_docs,
+COMMANDS = {"scan": run_scan, "fix": run_fix, "rules": run_rules, "explain": run_explain, "docs": run_docs,
             "verify": run_verify}
 
 

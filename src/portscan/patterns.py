@@ -254,10 +254,16 @@ class ImportPattern:
     surfaces: ClassVar[frozenset[str]] = PYTHON
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "module"})
     modules: tuple[str, ...]
+    #: when the import is guarded (``try``/``except ImportError``), also report each
+    #: attribute use of the names it binds, unless a condition on the name guards it
+    uses: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> ImportPattern:
-        return cls(modules=r.dotted("modules"))
+        uses = r.raw("uses", False)
+        if uses is not None and not isinstance(uses, bool):
+            raise PatternError(r.key("uses"), "expected true or false")
+        return cls(modules=r.dotted("modules"), uses=bool(uses))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return _segments(self.modules)

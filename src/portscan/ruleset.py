@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Mapping
 
+from portscan.fix.spec import FixSpec, read_fix
 from portscan.model import Confidence, Severity
 from portscan.patterns import Fragment, Pattern, PatternError, TableReader, Token, read_pattern
 
@@ -67,6 +68,7 @@ class Rule:
     bad: tuple[Example, ...]
     good: tuple[Example, ...]
     origin: str  #: the file it was loaded from
+    fix: FixSpec | None = None  #: ``None``: the rewrite is a suggestion only
 
     def render_message(self, variables: Mapping[str, str]) -> str:
         return string.Template(self.message).safe_substitute(variables)
@@ -109,6 +111,30 @@ def _read_examples(data: Any, key: str) -> tuple[Example, ...]:
     return tuple(examples)
 
 
+#: fix kind -> the match kinds it can work from
+_FIX_NEEDS = {"replace": ("name",), "guard-import": ("import",)}
+
+
+def _read_fix(data: Any, pattern: Pattern) -> FixSpec | None:
+    if data is None:
+        return None
+    if "python" not in pattern.surfaces:
+        raise PatternError("fix", f"fixes rewrite Python; a {pattern.kind} rule has none")
+    names = tuple(getattr(pattern, "names", ()))
+    fix = read_fix(data, names)
+    needs = _FIX_NEEDS.get(fix.kind)
+    if needs is not None and pattern.kind not in needs:
+        raise PatternError("fix.kind", f"a {fix.kind} fix needs a {' or '.join(needs)} rule, "
+                                       f"not {pattern.kind}")
+    if fix.kind == "transform":
+        from portscan.fix.transforms import TRANSFORMS
+
+        if fix.transform not in TRANSFORMS:
+            raise PatternError("fix.transform", f"no transform named {fix.transform!r}; "
+                                                f"known: {', '.join(sorted(TRANSFORMS))}")
+    return fix
+
+
 def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
     """Validate one decoded rule file. Raises :class:`RuleFileError`."""
     try:
@@ -136,12 +162,13 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
         if unknown:
             raise PatternError("message", f"unknown variable ${{{sorted(unknown)[0]}}}; "
                                f"{pattern.kind} rules offer {', '.join(sorted(pattern.variables))}")
+        fix = _read_fix(r.raw("fix", False), pattern)
         rule = Rule(
             code=code, name=name, category=category, severity=severity, confidence=confidence,
             message=message.strip(), rocm=prose(r.text("rocm")),
             rewrite=prose(r.text("rewrite")), references=references, pattern=pattern,
             supersedes=supersedes, bad=_read_examples(r.raw("bad", True), "bad"),
-            good=_read_examples(r.raw("good", True), "good"), origin=origin,
+            good=_read_examples(r.raw("good", True), "good"), origin=origin, fix=fix,
         )
         r.finish()
         return rule
@@ -227,6 +254,18 @@ class RuleSet:
 
     def __len__(self) -> int:
         return len(self.rules)
+
+    def filter(self, select: Iterable[str] = (), ignore: Iterable[str] = ()) -> RuleSet:
+        """Rules whose code starts with a ``select`` prefix (all when empty) and with no
+        ``ignore`` prefix, as in Ruff. Raises ``ValueError`` for a prefix that matches
+        no rule (a typo would otherwise select nothing)."""
+        select, ignore = list(select), list(ignore)
+        for prefix in select + ignore:
+            if not any(rule.code.startswith(prefix) for rule in self.rules):
+                raise ValueError(f"{prefix!r} matches no rule code; `portscan rules` lists them")
+        return RuleSet(rule for rule in self.rules
+                       if (not select or rule.code.startswith(tuple(select)))
+                       and not rule.code.startswith(tuple(ignore)))
 
     def select(self, codes: Iterable[str]) -> RuleSet:
         wanted = set(codes)

@@ -9,7 +9,7 @@ into the kernel scan.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from portscan.discover import (
@@ -109,10 +109,12 @@ def read_source(path: Path, kind: str) -> str:
 
 
 def scan_file(source: SourcePath, rules: RuleSet, first_party: frozenset[str],
-              hipify: frozenset[str] | None = None) -> FileResult:
-    """Scan one file. Never raises: problems come back as ``FileResult.error``."""
+              hipify: frozenset[str] | None = None, text: str | None = None) -> FileResult:
+    """Scan one file (or ``text`` in its place). Never raises: problems come back as
+    ``FileResult.error``."""
     try:
-        text = read_source(source.path, source.kind)
+        if text is None:
+            text = read_source(source.path, source.kind)
         findings = scan_source(text, source.rel, rules, first_party, source.kind, hipify)
         return FileResult(source.rel, findings)
     except SourceError as exc:
@@ -154,8 +156,9 @@ def _extensions_in(source: SourcePath) -> list[tuple[str, int, list[Path], list[
 class _Run:
     """The state of one scan: the queue of files, their results, lazily loaded tables."""
 
-    def __init__(self, rules: RuleSet, root: Path) -> None:
+    def __init__(self, rules: RuleSet, root: Path, overrides: Mapping[Path, str]) -> None:
         self.rules = rules
+        self.overrides = overrides
         self.root = root
         self.project = first_party_modules(root)
         self.local: dict[Path, frozenset[str]] = {}
@@ -180,18 +183,22 @@ class _Run:
             if directory not in self.local:
                 self.local[directory] = self.project | modules_in(directory)
             hipify = self.hipify() if source.kind == "cuda" else None
-            self.results[key] = scan_file(source, self.rules, self.local[directory], hipify)
+            self.results[key] = scan_file(source, self.rules, self.local[directory], hipify,
+                                          self.overrides.get(key))
         return self.results[key]
 
     def source(self, path: Path, kind: str) -> SourcePath:
         return SourcePath(path, relative(path, self.root), kind)
 
 
-def scan_paths(paths: Sequence[Path], rules: RuleSet) -> ScanResult:
+def scan_paths(paths: Sequence[Path], rules: RuleSet,
+               overrides: Mapping[Path, str] | None = None) -> ScanResult:
     """Scan files and directories. Raises :class:`portscan.discover.UsageError` for a
-    path that does not exist; every per-file problem lands in ``errors``."""
+    path that does not exist; every per-file problem lands in ``errors``.
+    ``overrides`` maps absolute paths to text scanned instead of the file's content
+    (``portscan fix --diff`` scans the tree as it would be after fixing)."""
     discovery = discover(paths)
-    run = _Run(rules, discovery.root)
+    run = _Run(rules, discovery.root, overrides or {})
     queue = list(discovery.files)
     extensions: list[Extension] = []
     while queue:

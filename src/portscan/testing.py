@@ -1,4 +1,5 @@
-"""The example harness: every rule's embedded ``bad``/``good`` examples are tests.
+"""The example harness: every rule's embedded ``bad``/``good`` examples and every
+``[[fix.example]]`` are tests.
 
 In a ``bad`` example, a line whose only content is ``# expect`` (``// expect`` in
 C++/CUDA sources) marks the next non-blank line as one where the rule must report
@@ -10,12 +11,15 @@ matcher as a real scan, so a rule whose tokens or pattern are wrong fails here.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from portscan.discover import file_kind
+from portscan.fix.engine import fix_source
+from portscan.fix.spec import FixExample, Tier
 from portscan.match.kernels import load_hipify_names
 from portscan.parse import SourceError, split_lines
 from portscan.ruleset import Example, Rule, RuleSet
@@ -85,4 +89,66 @@ def check_example(case: ExampleCase) -> list[str]:
     for line in sorted(set(got) | set(want)):
         if got[line] != want[line]:
             problems.append(f"line {line}: expected {want[line]} finding(s), got {got[line]}")
+    return problems
+
+
+@dataclass(frozen=True, slots=True)
+class FixCase:
+    """One ``[[fix.example]]`` of a rule."""
+
+    rule: Rule
+    example: FixExample
+    index: int
+
+    @property
+    def id(self) -> str:
+        label = self.example.name or str(self.index + 1)
+        return f"{self.rule.code}-{self.rule.name}/fix-{label}"
+
+
+def fix_cases(rules: RuleSet) -> list[FixCase]:
+    return [FixCase(rule, example, i) for rule in rules.rules if rule.fix is not None
+            for i, example in enumerate(rule.fix.examples)]
+
+
+def _unguarded(text: str, rule: Rule) -> int:
+    return sum(1 for f in scan_source(text, "example.py", RuleSet([rule])) if f.guard is None)
+
+
+def check_fix_example(case: FixCase) -> list[str]:
+    """Problems with one fix example: ``before`` must become ``after`` with the rule's
+    own tier (unchanged when ``after`` is absent, with a reason), the result must
+    compile, lose the finding, and stay as it is on a second run."""
+    rule, example = case.rule, case.example
+    assert rule.fix is not None
+    single = RuleSet([rule])
+    unsafe = rule.fix.tier is Tier.UNSAFE
+    result = fix_source(example.before, "example.py", single, unsafe=unsafe)
+    if result.error:
+        return [f"the fix failed: {result.error}"]
+    if example.after is None:
+        if result.changed:
+            return [f"expected no change, got:\n{result.fixed}"]
+        return [] if result.not_fixed else ["a declined example must report why (not_fixed is empty)"]
+    problems = []
+    if result.fixed != example.after:
+        diff = "".join(difflib.unified_diff(example.after.splitlines(True), result.fixed.splitlines(True),
+                                            "expected", "got"))
+        problems.append(f"the fix does not produce `after`:\n{diff}")
+    if not result.applied:
+        problems.append("no fix was recorded as applied")
+    try:
+        compile(result.fixed, "example.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        problems.append(f"the fixed code does not compile: {exc}")
+    if fix_source(result.fixed, "example.py", single, unsafe=True).changed:
+        problems.append("not idempotent: a second run changes the fixed code again")
+    if rule.fix.kind == "guard-import":  # the import is now guarded; its uses are reported
+        if not any(f.guard for f in scan_source(result.fixed, "example.py", single)):
+            problems.append("the guarded import is not recognised as guarded")
+    elif _unguarded(result.fixed, rule) >= _unguarded(example.before, rule):
+        problems.append("the fixed code still has as many findings of the rule")
+    if unsafe and any(a.tier is not Tier.SAFE for a in
+                      fix_source(example.before, "example.py", single, unsafe=False).applied):
+        problems.append("an unsafe fix was applied without --unsafe-fixes")
     return problems

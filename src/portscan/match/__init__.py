@@ -17,3 +17,5 @@ class Match:
     end: int
     variables: Mapping[str, str] = field(default_factory=dict)
     guard: str | None = None  #: see :mod:`portscan.match.guards`
+    #: the libcst node reported (Python only), for fixes to work on
+    node: object = field(default=None, compare=False, repr=False)

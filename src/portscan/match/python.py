@@ -223,6 +223,10 @@ class _Collector(cst.CSTVisitor):
         self._flattened: set[int] = set()
         #: (rule, import statement, imported full name, node to report, name to show)
         self.import_sites: list[tuple[Rule, cst.CSTNode, str, cst.BaseExpression, str]] = []
+        #: imports whose uses a rule wants reported: (rule, statement, local name, scope)
+        self.use_imports: list[tuple[Rule, cst.CSTNode, str, _Scope]] = []
+        #: code under a condition on some names (``if pynvml is not None:``): (node, names)
+        self.name_checks: list[tuple[cst.CSTNode, frozenset[str]]] = []
 
     # -- helpers -----------------------------------------------------------------
 
@@ -467,7 +471,12 @@ class _Collector(cst.CSTVisitor):
             if not local:
                 for rule in self._import_rules(full):
                     self.import_sites.append((rule, node, full, alias.name, full))
+                    self._want_uses(rule, node, alias.evaluated_alias or full.split(".", 1)[0])
         return False
+
+    def _want_uses(self, rule: Rule, node: cst.CSTNode, local: str) -> None:
+        if isinstance(rule.pattern, ImportPattern) and rule.pattern.uses:
+            self.use_imports.append((rule, node, local, self.scope))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         relative = bool(node.relative)
@@ -490,6 +499,7 @@ class _Collector(cst.CSTVisitor):
                         self.import_sites.append((rule, node, full, node.module, module))
                     else:
                         self.import_sites.append((rule, node, full, alias.name, full))
+                    self._want_uses(rule, node, alias.evaluated_alias or name)
         return False
 
     def _import_rules(self, full: str) -> Iterator[Rule]:
@@ -629,6 +639,9 @@ class _Collector(cst.CSTVisitor):
 
     def _visit_condition(self, node: cst.If | cst.While | cst.IfExp | cst.Assert) -> bool:
         self._mark_test(node.test)
+        if not isinstance(node, cst.Assert):
+            names = _names_in(node.test)
+            self.name_checks.extend((b, names) for b in (node.body, node.orelse) if b is not None)
         if isinstance(node, (cst.If, cst.IfExp)):
             if isinstance(node, cst.If) and is_type_checking(node.test):
                 self.regions.append((node.body, TYPE_CHECKING))
@@ -642,11 +655,16 @@ class _Collector(cst.CSTVisitor):
     def _visit_block(self, node: cst.Module | cst.IndentedBlock) -> bool:
         """`if torch.version.hip: return ...` makes the rest of the block the other branch."""
         body = node.body
+        vendor = False
         for i, statement in enumerate(body):
-            if (isinstance(statement, cst.If) and statement.orelse is None
-                    and _ends_in_jump(statement.body) and is_vendor_check(statement.test)):
+            if not (isinstance(statement, cst.If) and statement.orelse is None
+                    and _ends_in_jump(statement.body)):
+                continue
+            names = _names_in(statement.test)
+            self.name_checks.extend((rest, names) for rest in body[i + 1:])
+            if not vendor and is_vendor_check(statement.test):
                 self.regions.extend((rest, VENDOR_BRANCH) for rest in body[i + 1:])
-                break
+                vendor = True
         return True
 
     visit_Module = visit_IndentedBlock = _visit_block
@@ -1065,6 +1083,21 @@ def _arg_ok(call: cst.Call, cond) -> bool:
     return False
 
 
+def _names_in(test: cst.CSTNode) -> frozenset[str]:
+    """Plain names a condition mentions (``pynvml`` in ``if pynvml is None``)."""
+    names: set[str] = set()
+    stack = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            names.add(node.value)
+        elif isinstance(node, cst.Attribute):
+            stack.append(node.value)
+        else:
+            stack.extend(node.children)
+    return frozenset(names)
+
+
 def _ends_in_jump(block: cst.BaseSuite) -> bool:
     """Does a block always leave (return, raise, continue, break) at its end?"""
     last = block.body[-1] if block.body else None
@@ -1103,16 +1136,56 @@ def match_python(module: cst.Module, rules: Sequence[Rule],
     if not reports:
         return []
     regions = collector.regions
-    offsets = locate(module, [node for _, node, _ in reports] + [node for node, _ in regions])
+    uses = _use_candidates(collector)
+    checks = collector.name_checks if uses else []
+    offsets = locate(module, [node for _, node, _ in reports] + [node for node, _ in regions]
+                     + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
+                     + [node for node, _ in checks])
     guarded = [(offsets[id(node)], guard) for node, guard in regions if id(node) in offsets]
+
+    def guard_at(start: int, end: int) -> str | None:
+        guards = {guard for (g_start, g_end), guard in guarded if g_start <= start and end <= g_end}
+        return next((g for g in GUARD_ORDER if g in guards), None)
+
     matches = []
     for rule, node, variables in reports:
         start, end = offsets[id(node)]
-        guards = {guard for (g_start, g_end), guard in guarded if g_start <= start and end <= g_end}
-        guard = next((g for g in GUARD_ORDER if g in guards), None)
         variables.setdefault("matched", source_snippet(module, node))
-        matches.append(Match(rule, start, end, variables, guard))
+        matches.append(Match(rule, start, end, variables, guard_at(start, end), node))
+    checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
+    for rule, statement, node, variables in uses:
+        if guard_at(*offsets[id(statement)]) != FALLBACK:
+            continue  # an unguarded import is reported itself; its uses add nothing
+        start, end = offsets[id(node)]
+        local = variables["local"]
+        if any(s <= start and end <= e and local in names for (s, e), names in checked):
+            continue  # `if pynvml is not None:` and the like
+        variables = {"module": variables["module"], "matched": source_snippet(module, node)}
+        matches.append(Match(rule, start, end, variables, guard_at(start, end), node))
     return matches
+
+
+def _use_candidates(collector: _Collector
+                    ) -> list[tuple[Rule, cst.CSTNode, cst.BaseExpression, dict[str, str]]]:
+    """Attribute uses (``pynvml.nvmlInit``) of names bound by imports whose rule asks
+    for them: (rule, import statement, use node, variables)."""
+    if not collector.use_imports:
+        return []
+    wanted: dict[str, list[tuple[Rule, cst.CSTNode, _Scope]]] = {}
+    for rule, statement, local, scope in collector.use_imports:
+        wanted.setdefault(local, []).append((rule, statement, scope))
+    found = []
+    for chain in collector.chains:
+        if len(chain.parts) < 2 or chain.parts[0] not in wanted:
+            continue
+        owner = chain.scope.lookup(chain.parts[0])
+        for rule, statement, scope in wanted[chain.parts[0]]:
+            if owner is scope:
+                qualified = chain.scope.qualified(chain.parts)
+                found.append((rule, statement, chain.nodes[-1],
+                              {"local": chain.parts[0], "module": qualified[0] if qualified
+                               else ".".join(chain.parts)}))
+    return found
 
 
 def _report_nodes(hits: Iterable[tuple[Rule, object, cst.BaseExpression, dict[str, str]]]

@@ -1,0 +1,109 @@
+"""Fixing files on disk: read with the encoding Python would use, fix, write atomically.
+
+Writes go to a temporary file in the same directory, take the original's permission
+bits, and replace the original with ``os.replace`` -- a reader sees the old file or
+the new one, never half of one. A file whose bytes changed since portscan read it is
+left alone and reported. The text keeps its encoding, BOM and line endings: it is
+decoded and re-encoded with the same codec and LibCST reproduces every untouched
+byte.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import tempfile
+import tokenize
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from portscan.discover import discover, first_party_modules, modules_in
+from portscan.fix.engine import FileFix, fix_source
+from portscan.model import FileError, ScanResult
+from portscan.parse import SourceError, decode_python, read_bytes
+from portscan.ruleset import RuleSet
+from portscan.scan import scan_paths
+
+
+@dataclass(frozen=True, slots=True)
+class FixRun:
+    """What ``portscan fix`` did: per-file outcomes and a scan of the result."""
+
+    files: tuple[FileFix, ...]  #: Python files that had a fixable finding
+    errors: tuple[FileError, ...]  #: files that could not be read, fixed or written
+    after: ScanResult  #: the tree as it is (or, with ``write=False``, would be) after fixing
+
+    @property
+    def changed(self) -> tuple[FileFix, ...]:
+        return tuple(f for f in self.files if f.changed)
+
+
+def encoding_of(data: bytes) -> str:
+    """The codec Python reads this source with (``utf-8-sig`` keeps a BOM)."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return encoding
+
+
+def write_atomic(path: Path, data: bytes, expected: bytes) -> None:
+    """Replace ``path`` with ``data`` unless its content is no longer ``expected``.
+    Raises ``OSError`` (a stale file raises ``FileChangedError``)."""
+    if path.is_symlink():
+        raise OSError(f"{path.name} is a symbolic link; fix its target instead")
+    if path.read_bytes() != expected:
+        raise FileChangedError("the file changed on disk while portscan was fixing it; left as it is")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".portscan")
+    try:
+        with os.fdopen(handle, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(temporary, mode)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+class FileChangedError(OSError):
+    pass
+
+
+def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True) -> FixRun:
+    """Fix every Python file below ``paths``; with ``write=False`` nothing is written."""
+    discovery = discover(paths)
+    project = first_party_modules(discovery.root)
+    local: dict[Path, frozenset[str]] = {}
+    files: list[FileFix] = []
+    errors: list[FileError] = []
+    overrides: dict[Path, str] = {}
+    for source in discovery.files:
+        if source.kind != "python":
+            continue
+        try:
+            data = read_bytes(source.path)
+            text = decode_python(data)
+        except SourceError:
+            continue  # the scan below reports it
+        directory = source.path.parent
+        if directory not in local:
+            local[directory] = project | modules_in(directory)
+        result = fix_source(text, source.rel, rules, unsafe, local[directory])
+        if result.error is not None:
+            errors.append(FileError(source.rel, "fix", result.error))
+        if result.changed:
+            try:
+                encoded = result.fixed.encode(encoding_of(data))
+                if write:
+                    write_atomic(source.path, encoded, data)
+            except (OSError, UnicodeEncodeError, SyntaxError) as exc:
+                errors.append(FileError(source.rel, "write", f"not written: {exc}"))
+                result = FileFix(result.path, result.source, result.source, error=str(exc))
+            else:
+                overrides[source.path.absolute()] = result.fixed
+        if result.applied or result.not_fixed or result.error:
+            files.append(result)
+    after = scan_paths(paths, rules, overrides)
+    return FixRun(tuple(files), tuple(errors), after)

@@ -1,0 +1,232 @@
+"""The fix loop for one Python source: match, rewrite, re-parse, repeat until stable.
+
+Each pass parses the text, runs the same matcher as ``portscan scan`` over it and
+rewrites inside one LibCST codemod, so the imports a fix needs are added and the ones
+it made unused are removed by LibCST's :class:`AddImportsVisitor` and
+:class:`RemoveImportsVisitor`. A pass applies either all declarative edits that do
+not overlap, or one named transform; the loop ends when a pass changes nothing.
+
+Guarantees: findings in guarded code (``if torch.version.hip``, ``try/except``) are
+never rewritten; unsafe fixes only with ``unsafe=True``; every pass's output must
+parse and, when the input compiled, compile, or the file is left as it was.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.codemod import CodemodCommand, CodemodContext
+
+from portscan.fix.rewrite import Declined, Edit, FixContext
+from portscan.fix.spec import NEEDS_UNSAFE, Tier
+from portscan.fix.templates import TEMPLATES
+from portscan.fix.transforms import TRANSFORMS
+from portscan.match import Match
+from portscan.match.python import match_python
+from portscan.parse import SourceError, parse_python
+from portscan.ruleset import Rule, RuleSet
+
+MAX_PASSES = 12
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """One finding a fix removed."""
+
+    rule: str
+    name: str
+    tier: Tier
+
+
+@dataclass(frozen=True, slots=True)
+class NotFixed:
+    """A finding with a fix that was not applied: declined for its shape, or unsafe."""
+
+    rule: str
+    name: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class FileFix:
+    path: str
+    source: str  #: the text as read
+    fixed: str  #: the text after fixing (``source`` when nothing changed or on error)
+    applied: tuple[Applied, ...] = ()
+    not_fixed: tuple[NotFixed, ...] = ()
+    error: str | None = None  #: why the file was left as it was
+
+    @property
+    def changed(self) -> bool:
+        return self.fixed != self.source
+
+
+class _Pass(CodemodCommand):
+    """One pass over one module. Results land in ``applied`` and ``not_fixed``."""
+
+    def __init__(self, context: CodemodContext, rules: Sequence[Rule], first_party: frozenset[str],
+                 unsafe: bool) -> None:
+        super().__init__(context)
+        self.rules = rules
+        self.first_party = first_party
+        self.unsafe = unsafe
+        self.applied: list[tuple[Match, Tier]] = []
+        self.not_fixed: list[tuple[Match, str]] = []
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        ctx = FixContext(self.context)
+        matches = [m for m in match_python(tree, self.rules, self.first_party)
+                   if m.rule.fix is not None and m.guard is None]
+        transforms: dict[str, list[Match]] = {}
+        edits: list[Edit] = []
+        clean = copy.deepcopy(self.context.scratch)
+        for match in matches:
+            spec = match.rule.fix
+            assert spec is not None
+            if spec.kind == "transform":
+                transforms.setdefault(spec.transform, []).append(match)
+            elif spec.tier is Tier.UNSAFE and not self.unsafe:
+                self.not_fixed.append((match, NEEDS_UNSAFE))
+            else:
+                result = TEMPLATES[spec.kind](ctx, match, spec)
+                if isinstance(result, Declined):
+                    self.not_fixed.append((match, result.reason))
+                elif result is not None:
+                    edits.append(result)
+        chosen = _non_overlapping(ctx, edits)
+        self.context.scratch.clear()
+        self.context.scratch.update(copy.deepcopy(clean))
+        if chosen:  # again, so only the chosen edits schedule import changes
+            chosen_matches = {id(e.match) for e in chosen}
+            redo = [TEMPLATES[e.match.rule.fix.kind](ctx, e.match, e.match.rule.fix)  # type: ignore[union-attr]
+                    for e in edits if id(e.match) in chosen_matches]
+            final = [e for e in redo if isinstance(e, Edit)]
+            self.applied += [(e.match, e.tier) for e in final]
+            return tree.visit(_ApplyEdits(final))
+        for name in sorted(transforms):
+            result = TRANSFORMS[name](ctx, transforms[name], self.unsafe)
+            self.not_fixed += [(d.match, d.reason) for d in result.declined]
+            if result.module is not None:
+                self.applied += list(result.fixed)
+                return result.module
+            self.context.scratch.clear()
+            self.context.scratch.update(copy.deepcopy(clean))
+        return tree
+
+
+class _ApplyEdits(cst.CSTTransformer):
+    """Replace nodes by identity. A deleted statement's blank lines pass to the next one,
+    so deleting a line does not glue two paragraphs together."""
+
+    def __init__(self, edits: Sequence[Edit]) -> None:
+        self.edits = {e.node: e.replacement for e in edits}
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
+        if isinstance(updated_node, cst.Module | cst.IndentedBlock):
+            return self._carry_blank_lines(original_node, updated_node)
+        return self.edits.get(original_node, updated_node)
+
+    def _carry_blank_lines(self, original: cst.CSTNode, updated: cst.Module | cst.IndentedBlock
+                           ) -> cst.Module | cst.IndentedBlock:
+        body = list(updated.body)
+        kept = 0
+        carry: list[cst.EmptyLine] = []
+        for statement in original.body:  # type: ignore[attr-defined]
+            if isinstance(self.edits.get(statement), cst.RemovalSentinel):
+                carry += [line for line in statement.leading_lines if line.comment is None]
+                continue
+            if carry and kept < len(body) and not body[kept].leading_lines:  # type: ignore[attr-defined]
+                body[kept] = body[kept].with_changes(leading_lines=carry)
+            carry = []
+            kept += 1
+        return updated.with_changes(body=body)
+
+
+def _non_overlapping(ctx: FixContext, edits: Sequence[Edit]) -> list[Edit]:
+    """Edits whose nodes do not overlap, outermost first; the rest wait for the next pass."""
+    def extent(edit: Edit) -> tuple[tuple[int, int], tuple[int, int]]:
+        r = ctx.position(edit.node)
+        return (r.start.line, r.start.column), (r.end.line, r.end.column)
+
+    chosen: list[Edit] = []
+    taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    for edit in sorted(edits, key=lambda e: (extent(e)[0], tuple(-x for x in extent(e)[1]))):
+        start, end = extent(edit)
+        if any(start < t_end and t_start < end or edit.node is other.node
+               for (t_start, t_end), other in zip(taken, chosen, strict=True)):
+            continue
+        chosen.append(edit)
+        taken.append((start, end))
+    return chosen
+
+
+def module_names(path: str) -> tuple[str, str]:
+    """(module, package) for a path relative to the project root, for relative imports."""
+    parts = path.removesuffix(".py").split("/")
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    module = ".".join(p for p in parts if p)
+    return module, module.rpartition(".")[0]
+
+
+def _compiles(text: str, path: str) -> bool:
+    try:
+        compile(text, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
+               first_party: frozenset[str] = frozenset()) -> FileFix:
+    """Fix one Python source. Never raises for bad input: see ``FileFix.error``."""
+    if not any(r.fix is not None for r in rules.candidates(text)):
+        return FileFix(path, text, text)
+    compiled = _compiles(text, path)
+    module_name, package = module_names(path)
+    current = text
+    applied: list[Applied] = []
+    last: _Pass | None = None
+    for _ in range(MAX_PASSES):
+        try:
+            module = parse_python(current)
+        except SourceError as exc:
+            return FileFix(path, text, text, error=exc.message)
+        context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
+        last = _Pass(context, rules.candidates(current), first_party, unsafe)
+        try:
+            new = last.transform_module(module).code
+        except Exception as exc:  # noqa: BLE001 - a fix bug must not lose the file
+            return FileFix(path, text, text, error=f"a fix failed ({type(exc).__name__}: {exc}); "
+                                                   "the file is unchanged; please report it")
+        if new == current:
+            break
+        try:
+            parse_python(new)
+        except SourceError as exc:
+            return FileFix(path, text, text, error=f"a fix produced code that does not parse "
+                                                   f"({exc.message}); the file is unchanged")
+        if compiled and not _compiles(new, path):
+            return FileFix(path, text, text, error="a fix produced code that does not compile; "
+                                                   "the file is unchanged")
+        applied += [Applied(m.rule.code, m.rule.name, tier) for m, tier in last.applied]
+        current = new
+    else:
+        return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
+                                               "the file is unchanged")
+    lines = _lines(current)
+    not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, lines(m.start), reason)
+                              for m, reason in (last.not_fixed if last else [])},
+                             key=lambda n: (n.line, n.rule)))
+    return FileFix(path, text, current, tuple(applied), not_fixed)
+
+
+def _lines(text: str):  # type: ignore[no-untyped-def]
+    from portscan.parse import LineIndex
+
+    index = LineIndex(text)
+    return lambda offset: index.position(offset)[0]

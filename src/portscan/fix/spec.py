@@ -1,0 +1,215 @@
+"""The ``[fix]`` table of a rule file: what a fix does and how safe it is.
+
+A fix is data like the rest of the rule. Four kinds exist:
+
+``replace``
+    rewrite a use of a qualified name to another one, mapping the call's arguments
+    (positional binding, renames, dropped and required arguments, arguments the
+    source passed implicitly) and managing the imports;
+``guard-import``
+    wrap a module-level import in ``try``/``except ImportError`` so the module still
+    imports where the package is missing;
+``delete``
+    remove the statement that holds the finding;
+``transform``
+    a named transform written in Python (:mod:`portscan.fix.transforms`), for
+    rewrites that span statements.
+
+Literal values in a fix (``add``, ``require``, ``when``) are TOML values; they are
+written into the code as literals, never evaluated.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from portscan.patterns import _DOTTED, _IDENTIFIER, Literal, PatternError, TableReader, to_literal
+
+#: the reason given for a fix that is there but unsafe, when unsafe fixes are off
+NEEDS_UNSAFE = "unsafe fix: apply with --unsafe-fixes"
+FIX_KINDS = ("replace", "guard-import", "delete", "transform")
+BARE = ("skip", "rename", "call")
+_TRANSFORM_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class Tier(str, Enum):
+    """Fix applicability, as in Ruff."""
+
+    SAFE = "safe"  #: behaviour identical on NVIDIA and on ROCm; ``portscan fix`` applies it
+    UNSAFE = "unsafe"  #: may change behaviour or needs review; only with ``--unsafe-fixes``
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """Pick another target when the call passes these literal arguments."""
+
+    when: Mapping[str, Literal]
+    to: str
+
+
+@dataclass(frozen=True, slots=True)
+class Replace:
+    """Rewrite uses of ``names`` (all the rule's names when empty) to ``to``."""
+
+    to: str
+    names: tuple[str, ...] = ()
+    #: the source callable's parameters in positional order; positional arguments are
+    #: bound to these names. Empty: positional arguments are kept as written.
+    parameters: tuple[str, ...] = ()
+    #: target parameters written positionally, in this order; the rest as keywords
+    positional: tuple[str, ...] = ()
+    rename: Mapping[str, str] = field(default_factory=dict)
+    drop: frozenset[str] = frozenset()  #: source arguments removed (their effect is lost)
+    #: source arguments that must be absent or one of these literals, else no fix
+    require: Mapping[str, tuple[Literal, ...]] = field(default_factory=dict)
+    #: target arguments written when the call does not pass them (source defaults that
+    #: differ from the target's, a device type)
+    add: Mapping[str, Literal] = field(default_factory=dict)
+    cases: tuple[Case, ...] = ()
+    #: a use that is not called: leave it (``skip``), ``rename`` it, or make it a ``call``
+    bare: str = "skip"
+
+    def target(self, arguments: Mapping[str, object]) -> str:
+        for case in self.cases:
+            if all(k in arguments and _same(arguments[k], v) for k, v in case.when.items()):
+                return case.to
+        return self.to
+
+
+def _same(value: object, wanted: Literal) -> bool:
+    return type(value) is type(wanted) and value == wanted
+
+
+@dataclass(frozen=True, slots=True)
+class FixExample:
+    """``before`` must become ``after`` (unchanged when ``after`` is None)."""
+
+    before: str
+    after: str | None
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class FixSpec:
+    tier: Tier
+    why: str  #: why this tier
+    kind: str
+    replace: tuple[Replace, ...] = ()
+    transform: str = ""
+    examples: tuple[FixExample, ...] = ()
+
+    def replacement_for(self, qualified: str) -> Replace | None:
+        for entry in self.replace:
+            if not entry.names or qualified in entry.names:
+                return entry
+        return None
+
+
+def _dotted(r: TableReader, key: str) -> str:
+    value = r.text(key)
+    if not _DOTTED.match(value):
+        raise PatternError(r.key(key), f"{value!r} is not a dotted name")
+    return value
+
+
+def _identifiers(r: TableReader, key: str) -> tuple[str, ...]:
+    values = r.texts(key, required=False, check=_IDENTIFIER, what="parameter name")
+    if len(set(values)) != len(values):
+        raise PatternError(r.key(key), "names a parameter twice")
+    return values
+
+
+def _literal_table(r: TableReader, key: str) -> dict[str, Literal]:
+    table = r.raw(key, False)
+    if table is None:
+        return {}
+    if not isinstance(table, dict):
+        raise PatternError(r.key(key), "expected a table of argument = literal")
+    out = {}
+    for name, value in table.items():
+        if not _IDENTIFIER.match(name):
+            raise PatternError(r.key(f"{key}.{name}"), "not a parameter name")
+        out[name] = to_literal(value, r.key(f"{key}.{name}"))
+    return out
+
+
+def _read_replace(data: Any, where: str) -> Replace:
+    r = TableReader(data, where)
+    to = _dotted(r, "to")
+    names = r.dotted("names", required=False)
+    parameters = _identifiers(r, "parameters")
+    positional = _identifiers(r, "positional")
+    rename_raw = r.raw("rename", False) or {}
+    if not isinstance(rename_raw, dict) or not all(
+            isinstance(v, str) and _IDENTIFIER.match(v) and _IDENTIFIER.match(k)
+            for k, v in rename_raw.items()):
+        raise PatternError(r.key("rename"), "expected a table of old_name = \"new_name\"")
+    drop = frozenset(_identifiers(r, "drop"))
+    require_raw = _literal_table(r, "require")
+    require = {k: v if isinstance(v, tuple) else (v,) for k, v in require_raw.items()}
+    add = _literal_table(r, "add")
+    cases = []
+    for i, table in enumerate(r.raw("cases", False) or []):
+        cr = TableReader(table, r.key(f"cases[{i}]"))
+        case = Case(when=_literal_table(cr, "when"), to=_dotted(cr, "to"))
+        if not case.when:
+            raise PatternError(cr.key("when"), "a case needs at least one argument")
+        cr.finish()
+        cases.append(case)
+    bare = r.choice("bare", BARE, "skip")
+    r.finish()
+    for name in (*rename_raw, *drop, *require):
+        if parameters and name not in parameters:
+            raise PatternError(r.key("parameters"), f"does not list {name!r}")
+    return Replace(to=to, names=names, parameters=parameters, positional=positional,
+                   rename=dict(rename_raw), drop=drop, require=require, add=add,
+                   cases=tuple(cases), bare=bare)
+
+
+def _read_examples(data: Any, key: str) -> tuple[FixExample, ...]:
+    if not isinstance(data, list) or not data:
+        raise PatternError(key, "a fix needs at least one [[fix.example]] with before and after")
+    examples = []
+    for i, table in enumerate(data):
+        r = TableReader(table, f"{key}[{i}]")
+        after = r.raw("after", False)
+        if after is not None and not isinstance(after, str):
+            raise PatternError(r.key("after"), "expected a string")
+        examples.append(FixExample(before=r.text("before"), after=after,
+                                   name=r.text("name", required=False)))
+        r.finish()
+    if all(e.after is None for e in examples):
+        raise PatternError(key, "at least one example must show a change (give `after`)")
+    return tuple(examples)
+
+
+def read_fix(data: Any, rule_names: tuple[str, ...]) -> FixSpec:
+    """Parse a ``[fix]`` table. ``rule_names`` are the rule's qualified names, which
+    ``replace.names`` must come from."""
+    r = TableReader(data, "fix")
+    tier = Tier(r.choice("tier", tuple(t.value for t in Tier)))
+    why = r.text("why")
+    kind = r.choice("kind", FIX_KINDS)
+    replace: tuple[Replace, ...] = ()
+    transform = ""
+    if kind == "replace":
+        entries = r.raw("replace", True)
+        if not isinstance(entries, list) or not entries:
+            raise PatternError("fix.replace", "expected at least one [[fix.replace]] table")
+        replace = tuple(_read_replace(e, f"fix.replace[{i}]") for i, e in enumerate(entries))
+        for i, entry in enumerate(replace):
+            stray = [n for n in entry.names if n not in rule_names]
+            if stray:
+                raise PatternError(f"fix.replace[{i}].names", f"{stray[0]!r} is not in match.names")
+    elif kind == "transform":
+        transform = r.text("transform")
+        if not _TRANSFORM_NAME.match(transform):
+            raise PatternError("fix.transform", f"{transform!r} is not a kebab-case transform name")
+    examples = _read_examples(r.raw("example", True), "fix.example")
+    r.finish()
+    return FixSpec(tier=tier, why=" ".join(why.split()), kind=kind, replace=replace,
+                   transform=transform, examples=examples)

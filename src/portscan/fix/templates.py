@@ -1,0 +1,217 @@
+"""The declarative fixes: ``replace``, ``guard-import`` and ``delete``.
+
+Each takes one match and returns an :class:`Edit` (a node and what replaces it) or a
+:class:`Declined` that says why this shape of code is left to the user.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+
+import libcst as cst
+from libcst.metadata import ClassScope, GlobalScope
+
+from portscan.fix.rewrite import Declined, Edit, FixContext
+from portscan.fix.spec import FixSpec, Replace
+from portscan.match import Match
+from portscan.match.syntax import MISSING, literal, literal_in
+from portscan.patterns import Literal
+
+Template = Callable[[FixContext, Match, FixSpec], "Edit | Declined | None"]
+
+
+def literal_node(value: Literal) -> cst.BaseExpression:
+    """A TOML value written as Python source."""
+    if isinstance(value, bool):
+        return cst.Name("True" if value else "False")
+    if isinstance(value, str):
+        return cst.SimpleString(json.dumps(value))
+    if isinstance(value, (int, float)):
+        return cst.parse_expression(repr(value))
+    return cst.Tuple([cst.Element(literal_node(v)) for v in value])
+
+
+# ----------------------------------------------------------------------------- replace
+
+
+def replace(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
+    node = match.node
+    assert isinstance(node, cst.BaseExpression)
+    entry = spec.replacement_for(match.variables.get("name", ""))
+    if entry is None:
+        return Declined(match, f"no fix is declared for `{match.variables.get('name', '')}`")
+    parent = ctx.parent(node)
+    if isinstance(parent, cst.Call) and parent.func is node:
+        return _replace_call(ctx, match, spec, entry, parent)
+    if entry.bare == "rename" or (entry.bare == "call" and isinstance(parent, cst.Decorator)):
+        reference = ctx.reference(entry.to, node)
+        if reference is None:
+            return Declined(match, f"`{entry.to.split('.')[0]}` means something else here")
+        ctx.release_imports(node)
+        if entry.bare == "call":
+            args = [cst.Arg(literal_node(v), keyword=cst.Name(k), equal=_EQUAL) for k, v in entry.add.items()]
+            return Edit(node, cst.Call(reference, args), match, spec.tier)
+        return Edit(node, reference, match, spec.tier)
+    return Declined(match, "only calls are rewritten; this use is not called")
+
+
+_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
+                         whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
+                  call: cst.Call) -> Edit | Declined:
+    bound: dict[str, cst.Arg] = {}
+    kept_positional: list[cst.Arg] = []
+    for index, arg in enumerate(call.args):
+        if arg.star:
+            return Declined(match, "the call passes *args or **kwargs")
+        if arg.keyword is None:
+            if not entry.parameters:
+                kept_positional.append(arg)
+                continue
+            if index >= len(entry.parameters):
+                return Declined(match, "more positional arguments than the signature has")
+            bound[entry.parameters[index]] = arg
+        else:
+            name = arg.keyword.value
+            if entry.parameters and name not in entry.parameters:
+                return Declined(match, f"unknown argument `{name}`")
+            bound[name] = arg
+    values = {name: literal(arg.value) for name, arg in bound.items()}
+    for name in [*entry.require, *(n for case in entry.cases for n in case.when)]:
+        if name not in bound:
+            continue
+        shown = ctx.module.code_for_node(bound[name].value)
+        if values[name] is MISSING:
+            return Declined(match, f"`{name}={shown}` is decided at run time; the fix needs a literal")
+        if name in entry.require and not literal_in(values[name], entry.require[name]):
+            return Declined(match, f"`{name}={shown}` has no equivalent in the replacement")
+    target = entry.target({k: v for k, v in values.items() if v is not MISSING})
+    reference = ctx.reference(target, call)
+    if reference is None:
+        return Declined(match, f"`{target.split('.')[0]}` means something else here")
+    consumed = entry.drop | {name for case in entry.cases for name in case.when}
+    arguments: dict[str, cst.Arg] = {}
+    for name, arg in bound.items():
+        if name in consumed:
+            continue
+        new_name = entry.rename.get(name, name)
+        arguments[new_name] = arg.with_changes(keyword=cst.Name(new_name), equal=_EQUAL) \
+            if arg.keyword is None else arg.with_changes(keyword=cst.Name(new_name))
+    for name, value in entry.add.items():
+        arguments.setdefault(name, cst.Arg(literal_node(value), keyword=cst.Name(name), equal=_EQUAL))
+    leading = [n for n in entry.positional[:next((i for i, n in enumerate(entry.positional)
+                                                  if n in entry.parameters), len(entry.positional))]]
+    # positional as far as the call passed them so, after inserted leading ones ("cuda")
+    was_positional = {name for name, arg in bound.items() if arg.keyword is None} | set(leading)
+    positional: list[cst.Arg] = []
+    for name in entry.positional:
+        if name not in arguments or name not in was_positional:
+            break
+        positional.append(arguments.pop(name).with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
+    new_args = _layout(call, [*positional, *kept_positional, *arguments.values()])
+    ctx.release_imports(call.func)
+    return Edit(call, call.with_changes(func=reference, args=new_args), match, spec.tier)
+
+
+def _layout(call: cst.Call, args: list[cst.Arg]) -> list[cst.Arg]:
+    """Commas for reordered arguments, keeping a multi-line call multi-line."""
+    if not args:
+        return []
+    original = list(call.args)
+    separators = [a.comma for a in original[:-1] if isinstance(a.comma, cst.Comma)]
+    separator = separators[0] if separators else None
+    multiline = any(isinstance(getattr(a.comma, "whitespace_after", None), cst.ParenthesizedWhitespace)
+                    for a in original)
+    if separator is None and multiline and isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        separator = cst.Comma(whitespace_after=call.whitespace_before_args)
+    trailing = original[-1].comma if original else cst.MaybeSentinel.DEFAULT
+    laid = []
+    for i, arg in enumerate(args):
+        last = i == len(args) - 1
+        if last:
+            comma = trailing
+        else:
+            comma = separator if separator is not None else cst.MaybeSentinel.DEFAULT
+        laid.append(arg.with_changes(comma=comma))
+    return laid
+
+
+# ----------------------------------------------------------------------------- guard-import
+
+
+def guard_import(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined | None:
+    line = ctx.statement(match.node)  # type: ignore[arg-type]
+    if not any(isinstance(a, cst.Import | cst.ImportFrom) for a in ctx.ancestors(match.node)):
+        return None  # a use of the imported name, reported once the import is guarded
+    if not isinstance(line, cst.SimpleStatementLine) or ctx.parent(line) is not ctx.module:
+        return Declined(match, "only module-level imports are guarded")
+    if len(line.body) != 1 or not isinstance(line.body[0], (cst.Import, cst.ImportFrom)):
+        return Declined(match, "the import shares its line with other statements")
+    statement = line.body[0]
+    if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+        return Declined(match, "a star import cannot be guarded")
+    names = _bound_names(statement)
+    scope = ctx.scope(line)
+    assert scope is not None
+    for name in names:
+        for assignment in scope.assignments[name]:
+            for access in assignment.references:
+                if isinstance(access.scope, (GlobalScope, ClassScope)):
+                    return Declined(match, f"`{name}` is used at import time (line {ctx.line(access.node)}), "
+                                           "not only inside functions")
+    fallback = [cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(n))], cst.Name("None"))])
+                for n in names]
+    comment = f"# not available on ROCm: see `portscan explain {match.rule.code}`"
+    guarded = cst.Try(
+        body=cst.IndentedBlock([line.with_changes(leading_lines=())]),
+        handlers=[cst.ExceptHandler(
+            body=cst.IndentedBlock(fallback, header=cst.TrailingWhitespace(
+                whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment(comment))),
+            type=cst.Name("ImportError"))],
+        leading_lines=line.leading_lines,
+    )
+    return Edit(line, guarded, match, spec.tier)
+
+
+def _bound_names(statement: cst.Import | cst.ImportFrom) -> list[str]:
+    names = []
+    assert not isinstance(statement.names, cst.ImportStar)
+    for alias in statement.names:
+        if alias.evaluated_alias is not None:
+            names.append(alias.evaluated_alias)
+        elif isinstance(statement, cst.Import):
+            names.append(alias.evaluated_name.split(".")[0])
+        else:
+            names.append(alias.evaluated_name)
+    return list(dict.fromkeys(names))
+
+
+# ----------------------------------------------------------------------------- delete
+
+
+def delete(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
+    """Remove ``f(...)`` standing alone as a statement, or ``x.attr = value`` where the
+    match is the assigned attribute; ``pass`` is left when the block would be empty."""
+    line = ctx.statement(match.node)  # type: ignore[arg-type]
+    small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+    if isinstance(small, cst.Expr):
+        value = small.value
+        alone = value is match.node or (isinstance(value, cst.Call) and value.func is match.node)
+    elif isinstance(small, cst.Assign):
+        alone = any(t.target is match.node for t in small.targets)
+    else:
+        alone = False
+    if not alone:
+        return Declined(match, "only a call or an assignment that is a whole statement is deleted")
+    assert isinstance(line, cst.SimpleStatementLine)
+    ctx.release_imports(match.node)  # apex's import, not those of the arguments
+    block = ctx.parent(line)
+    if isinstance(block, cst.IndentedBlock) and len(block.body) == 1:
+        return Edit(line, line.with_changes(body=[cst.Pass()]), match, spec.tier)
+    return Edit(line, cst.RemoveFromParent(), match, spec.tier)
+
+
+TEMPLATES: dict[str, Template] = {"replace": replace, "guard-import": guard_import, "delete": delete}

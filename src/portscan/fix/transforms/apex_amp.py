@@ -1,0 +1,555 @@
+"""apex amp -> ``torch.amp``: ``amp.initialize`` + ``amp.scale_loss`` in their common shapes.
+
+Before::
+
+    model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        torch.nn.utils.clip_grad_norm_(amp.master_params(optimizer), 1.0)
+        optimizer.step()
+
+After::
+
+    scaler = torch.amp.GradScaler("cuda")
+    for x, y in loader:
+        with torch.amp.autocast("cuda", dtype=torch.float16):
+            loss = criterion(model(x), y)
+            optimizer.zero_grad()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_((p for group in optimizer.param_groups for p in group["params"]), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+
+The shape this handles: one ``amp.initialize(model, optimizer, ...)`` assignment, at
+module level or in the function that also holds every ``with amp.scale_loss(loss,
+opt) as s: s.backward()`` and an ``opt.step()`` for each optimizer. The statements
+before each ``scale_loss`` in its loop (or function) body -- the forward pass and the
+loss -- go under autocast. A run-time ``opt_level`` or ``enabled=`` becomes the
+scaler's ``enabled`` and autocast follows ``scaler.is_enabled()``; an ``initialize``
+under a condition gets a disabled scaler before it, as apex passes the loss through
+when amp was never initialized. Gradient clipping after ``scale_loss`` saw unscaled
+gradients under apex, so ``scaler.unscale_(opt)`` is written before it.
+
+Anything else that uses apex amp in the module (``amp.state_dict()``, ``half_function``,
+``num_losses``, a fixed ``loss_scale``, O3, ``delay_unscale``) leaves the whole module
+to the user: a partial port would not run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import ImportAssignment
+
+from portscan.fix.rewrite import FixContext
+from portscan.fix.spec import NEEDS_UNSAFE, Tier
+from portscan.fix.transforms import TransformResult, decline_all
+from portscan.match import Match
+from portscan.match.syntax import MISSING, dotted, literal
+
+AMP = "apex.amp"
+INITIALIZE = {"apex.amp.initialize", "apex.amp.frontend.initialize"}
+SCALE_LOSS = {"apex.amp.scale_loss", "apex.amp.handle.scale_loss"}
+MASTER_PARAMS = {"apex.amp.master_params", "apex.amp._amp_state.master_params"}
+CLIPPING = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
+            "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_"}
+#: initialize() keywords that only tune apex's O2 and have no meaning under autocast
+IGNORED_OPTIONS = {"keep_batchnorm_fp32", "master_weights", "verbosity"}
+SCALER_NAMES = ("scaler", "grad_scaler", "amp_scaler")
+
+
+class Decline(Exception):
+    """The module is not in a shape this transform handles."""
+
+
+@dataclass
+class _Plan:
+    """Statement-level edits, keyed by the original nodes of the pass's tree."""
+
+    replace: dict[cst.CSTNode, Callable[[cst.BaseStatement], list[cst.BaseStatement]]] = field(default_factory=dict)
+    before: dict[cst.CSTNode, list[cst.BaseStatement]] = field(default_factory=dict)
+    expressions: dict[cst.CSTNode, cst.BaseExpression] = field(default_factory=dict)
+    #: block -> (first, last) statement indices to put under autocast
+    wraps: dict[cst.CSTNode, list[tuple[int, int]]] = field(default_factory=dict)
+
+
+def _code(ctx: FixContext, node: cst.CSTNode) -> str:
+    return "".join(ctx.module.code_for_node(node).split())
+
+
+def _argument(call: cst.Call, index: int, keyword: str) -> cst.Arg | None:
+    for i, arg in enumerate(call.args):
+        if arg.keyword is not None and arg.keyword.value == keyword:
+            return arg
+        if arg.keyword is None and not arg.star and i == index:
+            return arg
+    return None
+
+
+def _amp_references(ctx: FixContext) -> list[tuple[str, cst.CSTNode]]:
+    """Every use of apex amp in the module: (qualified name, outermost node)."""
+    uses: list[tuple[str, cst.CSTNode]] = []
+    for node in _imports(ctx.module):
+        scope = ctx.scope(node)
+        if scope is None:
+            continue
+        for alias in node.names if not isinstance(node.names, cst.ImportStar) else ():
+            local = alias.evaluated_alias or alias.evaluated_name.split(".")[0]
+            base = _bound_module(node, alias)
+            if base is None or not (AMP.startswith(base) or base.startswith(AMP)):
+                continue
+            for assignment in scope.assignments[local]:
+                if not isinstance(assignment, ImportAssignment) or assignment.node is not node:
+                    continue
+                for access in assignment.references:
+                    chain_node, parts = _chain(ctx, access.node)
+                    qualified = ".".join([base, *parts])
+                    if qualified == AMP or qualified.startswith(AMP + "."):
+                        uses.append((qualified, chain_node))
+                    elif AMP.startswith(qualified):  # `apex` alone: not an amp use
+                        continue
+    return uses
+
+
+def _imports(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
+    found: list[cst.Import | cst.ImportFrom] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_Import(self, node: cst.Import) -> None:
+            found.append(node)
+
+        def visit_ImportFrom(self, node: cst.ImportFrom) -> None:
+            if not node.relative:
+                found.append(node)
+
+    module.visit(Collect())
+    return found
+
+
+def _bound_module(node: cst.Import | cst.ImportFrom, alias: cst.ImportAlias) -> str | None:
+    if isinstance(node, cst.Import):
+        return alias.evaluated_name if alias.evaluated_alias else alias.evaluated_name.split(".")[0]
+    if node.module is None:
+        return None
+    return f"{cst.helpers.get_full_name_for_node(node.module)}.{alias.evaluated_name}"
+
+
+def _chain(ctx: FixContext, node: cst.CSTNode) -> tuple[cst.CSTNode, list[str]]:
+    parts: list[str] = []
+    parent = ctx.parent(node)
+    while isinstance(parent, cst.Attribute) and parent.value is node:
+        parts.append(parent.attr.value)
+        node = parent
+        parent = ctx.parent(node)
+    return node, parts
+
+
+def _function(ctx: FixContext, node: cst.CSTNode) -> cst.CSTNode:
+    """The function whose body runs ``node`` (the module at top level)."""
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.Lambda | cst.ClassDef):
+            raise Decline("apex amp is used inside a lambda or a class body")
+        if isinstance(ancestor, cst.FunctionDef):
+            return ancestor
+    return ctx.module
+
+
+def _block_child(ctx: FixContext, node: cst.CSTNode, stop: Callable[[cst.CSTNode], bool]
+                 ) -> tuple[cst.CSTNode, int]:
+    """The innermost block for which ``stop(block's owner)`` holds, and the index of the
+    statement in it that contains ``node``."""
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.IndentedBlock | cst.Module):
+            owner = ctx.parent(ancestor) if isinstance(ancestor, cst.IndentedBlock) else ancestor
+            if owner is not None and stop(owner):
+                return ancestor, list(ancestor.body).index(child)  # type: ignore[arg-type]
+        child = ancestor
+    raise Decline("could not place the statement")
+
+
+def _statement_of(ctx: FixContext, node: cst.CSTNode) -> cst.BaseStatement:
+    statement = ctx.statement(node)
+    if statement is None:
+        raise Decline("could not place the statement")
+    return statement
+
+
+def _single_small(statement: cst.CSTNode) -> cst.BaseSmallStatement | None:
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        return statement.body[0]
+    return None
+
+
+class _Builder:
+    """Works out the rewrite of one module, or raises :class:`Decline`."""
+
+    def __init__(self, ctx: FixContext) -> None:
+        self.ctx = ctx
+        self.plan = _Plan()
+
+    def expression(self, qualified: str, at: cst.CSTNode) -> cst.BaseExpression:
+        reference = self.ctx.reference(qualified, at)
+        if reference is None:
+            raise Decline(f"`{qualified.split('.')[0]}` means something else here")
+        return reference
+
+    def build(self) -> None:
+        uses = _amp_references(self.ctx)
+        if not uses:
+            raise Decline("no apex amp use found")
+        initializes, scales, masters = [], [], []
+        for qualified, node in uses:
+            parent = self.ctx.parent(node)
+            if not (isinstance(parent, cst.Call) and parent.func is node):
+                raise Decline(f"`{qualified}` is used without being called")
+            if qualified in INITIALIZE:
+                initializes.append(parent)
+            elif qualified in SCALE_LOSS:
+                scales.append(parent)
+            elif qualified in MASTER_PARAMS:
+                masters.append(parent)
+            else:
+                raise Decline(f"`{qualified}` has no automatic torch.amp rewrite")
+        if len(initializes) != 1:
+            raise Decline("needs exactly one amp.initialize(...) in the module"
+                          if initializes else "amp.initialize is not in this module")
+        if not scales:
+            raise Decline("no amp.scale_loss in this module")
+        self.function = _function(self.ctx, initializes[0])
+        scaler, enabled, conditional = self.initialize(initializes[0])
+        for call in [*scales, *masters]:
+            where = _function(self.ctx, call)
+            if where is not self.function and self.function is not self.ctx.module:
+                raise Decline("amp.scale_loss is in another function than amp.initialize")
+        optimizers = [self.scale_loss(call, scaler) for call in scales]
+        self.steps(scales, optimizers, scaler)
+        self.clipping(masters, optimizers, scaler)
+        self.autocast(scales, scaler, enabled or conditional)
+
+    # -- amp.initialize -> GradScaler ---------------------------------------------------
+
+    def initialize(self, call: cst.Call) -> tuple[str, bool, bool]:
+        ctx = self.ctx
+        statement = _statement_of(ctx, call)
+        small = _single_small(statement)
+        if not isinstance(small, cst.Assign) or small.value is not call or len(small.targets) != 1:
+            raise Decline("amp.initialize is not assigned as `model, optimizer = amp.initialize(...)`")
+        model, optimizer = _argument(call, 0, "models"), _argument(call, 1, "optimizers")
+        if model is None or optimizer is None:
+            raise Decline("amp.initialize without an optimizer has no loss scaler to create")
+        for arg in (model, optimizer):
+            if isinstance(arg.value, cst.List | cst.Tuple):
+                raise Decline("amp.initialize with lists of models or optimizers")
+        enabled_parts: list[cst.BaseExpression] = []
+        for arg in call.args:
+            if arg.keyword is None or arg.keyword.value in ("models", "optimizers"):
+                if arg.star:
+                    raise Decline("amp.initialize is called with *args or **kwargs")
+                continue
+            key, value = arg.keyword.value, literal(arg.value)
+            if key in IGNORED_OPTIONS:
+                continue
+            if key == "opt_level":
+                if value in ("O1", "O2"):
+                    continue
+                if value == "O0":
+                    enabled_parts.append(cst.Name("False"))
+                elif value is MISSING:
+                    enabled_parts.append(cst.parse_expression(
+                        f"{ctx.module.code_for_node(arg.value)} != \"O0\""))
+                else:
+                    raise Decline(f"opt_level {value!r} has no torch.amp equivalent")
+            elif key == "enabled":
+                if value is not True:
+                    enabled_parts.append(arg.value.with_changes(lpar=(), rpar=()))
+            elif key == "loss_scale" and value == "dynamic":
+                continue
+            else:
+                raise Decline(f"amp.initialize(..., {key}=...) has no torch.amp equivalent")
+        scaler = self.scaler_name()
+        arguments = [cst.Arg(cst.SimpleString('"cuda"'))]
+        if enabled_parts:
+            enabled = enabled_parts[0]
+            for part in enabled_parts[1:]:
+                enabled = cst.BooleanOperation(enabled, cst.And(), part)
+            arguments.append(cst.Arg(enabled, keyword=cst.Name("enabled"), equal=_EQUAL))
+        grad_scaler = self.expression("torch.amp.GradScaler", call)
+        create = _line(cst.Assign([cst.AssignTarget(cst.Name(scaler))], cst.Call(grad_scaler, arguments)))
+        target = small.targets[0].target
+        pair = cst.Tuple([cst.Element(model.value), cst.Element(optimizer.value)], lpar=[], rpar=[])
+        same = isinstance(target, cst.Tuple) and len(target.elements) == 2 and all(
+            _code(ctx, t.value) == _code(ctx, a.value)
+            for t, a in zip(target.elements, (model, optimizer), strict=True))
+
+        def rewrite(updated: cst.BaseStatement) -> list[cst.BaseStatement]:
+            lines = [] if same else [_line(cst.Assign([cst.AssignTarget(target)], pair))]
+            lines.append(create)
+            lines[0] = lines[0].with_changes(leading_lines=updated.leading_lines)
+            return lines
+
+        self.plan.replace[statement] = rewrite
+        self.ctx.release_imports(call.func)
+        conditional = False
+        block, index = _block_child(ctx, statement, lambda owner: owner is self.function)
+        top = block.body[index]  # type: ignore[attr-defined]
+        if top is not statement:  # under if/try: a disabled scaler for the other path
+            conditional = True
+            self.plan.before.setdefault(top, []).append(_line(cst.Assign(
+                [cst.AssignTarget(cst.Name(scaler))],
+                cst.Call(grad_scaler.deep_clone(), [
+                    cst.Arg(cst.SimpleString('"cuda"')),
+                    cst.Arg(cst.Name("False"), keyword=cst.Name("enabled"), equal=_EQUAL)]))))
+        return scaler, bool(enabled_parts), conditional
+
+    def scaler_name(self) -> str:
+        scope = self.ctx.scope(self.function if self.function is self.ctx.module
+                               else self.function.body.body[0])  # type: ignore[attr-defined]
+        for name in SCALER_NAMES:
+            if scope is None or not scope[name]:
+                return name
+        raise Decline("the names for a GradScaler are all taken")
+
+    # -- with amp.scale_loss(...) as s: s.backward() ------------------------------------
+
+    def scale_loss(self, call: cst.Call, scaler: str) -> cst.BaseExpression:
+        ctx = self.ctx
+        item = ctx.parent(call)
+        with_node = ctx.parent(item) if isinstance(item, cst.WithItem) else None
+        if not isinstance(with_node, cst.With) or len(with_node.items) != 1 or item.asname is None:
+            raise Decline("amp.scale_loss is not used as `with amp.scale_loss(loss, optimizer) as s:`")
+        name = item.asname.name
+        statements = list(with_node.body.body)
+        small: cst.CSTNode | None = None
+        if len(statements) == 1:
+            small = statements[0] if isinstance(with_node.body, cst.SimpleStatementSuite) \
+                else _single_small(statements[0])
+        backward = small.value if isinstance(small, cst.Expr) else None
+        if not (isinstance(backward, cst.Call) and isinstance(backward.func, cst.Attribute)
+                and backward.func.attr.value == "backward" and isinstance(name, cst.Name)
+                and isinstance(backward.func.value, cst.Name) and backward.func.value.value == name.value):
+            raise Decline("the body of `with amp.scale_loss(...)` does more than `.backward()`")
+        loss, optimizer = _argument(call, 0, "loss"), _argument(call, 1, "optimizers")
+        if loss is None or optimizer is None:
+            raise Decline("amp.scale_loss without a loss and an optimizer")
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value not in ("loss", "optimizers"):
+                if not (arg.keyword.value in ("delay_unscale", "loss_id") and literal(arg.value) in (False, 0)):
+                    raise Decline(f"amp.scale_loss(..., {arg.keyword.value}=...) has no torch.amp rewrite")
+        scaled = cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("scale")),
+                          [cst.Arg(loss.value.with_changes(lpar=(), rpar=()))])
+        new = _line(cst.Expr(backward.with_changes(func=backward.func.with_changes(value=scaled))))
+        self.plan.replace[with_node] = lambda updated: [new.with_changes(leading_lines=updated.leading_lines)]
+        self.ctx.release_imports(call.func)
+        return optimizer.value
+
+    # -- optimizer.step() -> scaler.step(optimizer); scaler.update() --------------------
+
+    def steps(self, scales: list[cst.Call], optimizers: list[cst.BaseExpression], scaler: str) -> None:
+        ctx = self.ctx
+        wanted = {_code(ctx, o) for o in optimizers}
+        found: set[str] = set()
+        for function in {_function(ctx, call) for call in scales}:
+            for statement in _statements(function):
+                small = _single_small(statement)
+                call = small.value if isinstance(small, cst.Expr) else None
+                if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
+                        and call.func.attr.value == "step"):
+                    continue
+                receiver = _code(ctx, call.func.value)
+                if receiver not in wanted:
+                    continue
+                if call.args:
+                    raise Decline("`optimizer.step(...)` with a closure has no GradScaler rewrite")
+                found.add(receiver)
+                target = call.func.value
+
+                def rewrite(updated: cst.BaseStatement, target: cst.BaseExpression = target
+                            ) -> list[cst.BaseStatement]:
+                    step = _line(cst.Expr(cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("step")),
+                                                   [cst.Arg(target.deep_clone())])))
+                    update = _line(cst.Expr(cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("update")))))
+                    return [step.with_changes(leading_lines=updated.leading_lines), update]
+
+                self.plan.replace[statement] = rewrite
+        missing = wanted - found
+        if missing:
+            raise Decline(f"no `{sorted(missing)[0]}.step()` next to amp.scale_loss")
+
+    # -- clipping: amp.master_params(opt) and clip_grad_*_ need unscaled gradients ------
+
+    def clipping(self, masters: list[cst.Call], optimizers: list[cst.BaseExpression], scaler: str) -> None:
+        ctx = self.ctx
+        statements: dict[cst.BaseStatement, cst.BaseExpression] = {}
+        for call in masters:
+            argument = _argument(call, 0, "optimizer")
+            if argument is None or len(call.args) != 1:
+                raise Decline("amp.master_params(...) without exactly one optimizer")
+            optimizer = argument.value
+            self.plan.expressions[call] = _params_of(optimizer)
+            self.ctx.release_imports(call.func)
+            statements.setdefault(_statement_of(ctx, call), optimizer)
+        distinct = {_code(ctx, o): o for o in optimizers}
+        for function in {_function(ctx, s) for s in statements} | {self.function}:
+            for statement in _statements(function):
+                if statement in statements or not _calls_any(ctx, statement, CLIPPING):
+                    continue
+                if len(distinct) != 1:
+                    raise Decline("gradient clipping with several optimizers")
+                statements[statement] = next(iter(distinct.values()))
+        seen_blocks: set[int] = set()
+        for statement in sorted(statements, key=lambda s: ctx.line(s)):
+            block = ctx.parent(statement)
+            if id(block) in seen_blocks:
+                continue
+            seen_blocks.add(id(block))
+            unscale = _line(cst.Expr(cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("unscale_")),
+                                              [cst.Arg(statements[statement].deep_clone())])))
+            self.plan.before.setdefault(statement, []).append(unscale)
+
+    # -- the forward pass under autocast -------------------------------------------------
+
+    def autocast(self, scales: list[cst.Call], scaler: str, follow_scaler: bool) -> None:
+        ctx = self.ctx
+        busy = {s for s in self.plan.replace} | set(self.plan.before)
+        for call in scales:
+            block, index = _block_child(ctx, call, lambda owner: isinstance(
+                owner, cst.For | cst.While | cst.FunctionDef | cst.Module))
+            body = list(block.body)  # type: ignore[attr-defined]
+            first = index
+            while first > 0:
+                candidate = body[first - 1]
+                if _docstring(candidate) or isinstance(candidate, cst.FunctionDef | cst.ClassDef) \
+                        or any(_contains(ctx, candidate, b) for b in busy) \
+                        or _has_global(candidate):
+                    break
+                first -= 1
+            if first == index:
+                raise Decline("no forward pass before amp.scale_loss in its block to put under autocast")
+            regions = self.plan.wraps.setdefault(block, [])
+            if (first, index) not in regions:
+                regions.append((first, index))
+        arguments = [cst.Arg(cst.SimpleString('"cuda"')),
+                     cst.Arg(self.expression("torch.float16", scales[0]), keyword=cst.Name("dtype"), equal=_EQUAL)]
+        if follow_scaler:
+            arguments.append(cst.Arg(cst.parse_expression(f"{scaler}.is_enabled()"),
+                                     keyword=cst.Name("enabled"), equal=_EQUAL))
+        self.autocast_call = cst.Call(self.expression("torch.amp.autocast", scales[0]), arguments)
+
+
+_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def _line(statement: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
+    return cst.SimpleStatementLine([statement])
+
+
+def _params_of(optimizer: cst.BaseExpression) -> cst.BaseExpression:
+    source = cst.Module([]).code_for_node(optimizer.with_changes(lpar=(), rpar=()))
+    return cst.parse_expression(f'(p for group in {source}.param_groups for p in group["params"])')
+
+
+def _docstring(statement: cst.CSTNode) -> bool:
+    small = _single_small(statement)
+    return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
+
+
+def _has_global(statement: cst.CSTNode) -> bool:
+    small = _single_small(statement)
+    return isinstance(small, cst.Global | cst.Nonlocal)
+
+
+def _contains(ctx: FixContext, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    return inner is outer or outer in ctx.ancestors(inner)
+
+
+def _calls_any(ctx: FixContext, statement: cst.CSTNode, names: set[str]) -> bool:
+    found = False
+
+    class Find(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            nonlocal found
+            chain = dotted(node.func)
+            if chain is None:
+                return
+            for qualified in _qualify(ctx, node.func, chain[1]):
+                found = found or qualified in names
+
+    if not isinstance(statement, cst.BaseCompoundStatement):
+        statement.visit(Find())
+    return found
+
+
+def _qualify(ctx: FixContext, node: cst.CSTNode, parts: list[str]) -> list[str]:
+    scope = ctx.scope(node)
+    if scope is None:
+        return []
+    return [q.name for q in scope.get_qualified_names_for(".".join(parts))]
+
+
+def _statements(function: cst.CSTNode) -> list[cst.BaseStatement]:
+    """Every statement that runs in ``function``'s own body (not in nested defs)."""
+    found: list[cst.BaseStatement] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is function
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> bool:
+            found.append(node)
+            return False
+
+    function.visit(Collect())
+    return found
+
+
+class _Apply(cst.CSTTransformer):
+    def __init__(self, plan: _Plan, autocast: cst.Call) -> None:
+        self.plan = plan
+        self.autocast = autocast
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
+        if original in self.plan.expressions:
+            return self.plan.expressions[original]
+        if isinstance(updated, cst.IndentedBlock | cst.Module):
+            return updated.with_changes(body=self._body(original, updated))
+        return updated
+
+    def _body(self, original: cst.CSTNode, updated: cst.IndentedBlock | cst.Module) -> list[cst.BaseStatement]:
+        groups: list[list[cst.BaseStatement]] = []
+        for old, new in zip(original.body, updated.body, strict=True):  # type: ignore[attr-defined]
+            lines = self.plan.replace[old](new) if old in self.plan.replace else [new]
+            before = self.plan.before.get(old, [])
+            if before:  # comments above the statement move above what is inserted
+                lines = [before[0].with_changes(leading_lines=lines[0].leading_lines), *before[1:],
+                         lines[0].with_changes(leading_lines=()), *lines[1:]]
+            groups.append(lines)
+        for first, last in sorted(self.plan.wraps.get(original, []), reverse=True):
+            inner = [line for group in groups[first:last] for line in group]
+            leading = inner[0].leading_lines
+            inner[0] = inner[0].with_changes(leading_lines=())
+            wrapped = cst.With([cst.WithItem(self.autocast.deep_clone())], cst.IndentedBlock(inner),
+                               leading_lines=leading)
+            groups[first:last] = [[wrapped]]
+        return [line for group in groups for line in group]
+
+
+def apex_amp(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> TransformResult:
+    if not unsafe:
+        return decline_all(matches, NEEDS_UNSAFE)
+    builder = _Builder(ctx)
+    try:
+        builder.build()
+    except Decline as exc:
+        return decline_all(matches, str(exc))
+    module = ctx.module.visit(_Apply(builder.plan, builder.autocast_call))
+    return TransformResult(module, tuple((m, Tier.UNSAFE) for m in matches))

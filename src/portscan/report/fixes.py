@@ -1,0 +1,71 @@
+"""What ``portscan fix`` prints: a unified diff, and a summary of what changed and what
+is left to do by hand."""
+
+from __future__ import annotations
+
+import difflib
+from collections import Counter
+from collections.abc import Iterable
+
+from rich.console import Console
+from rich.text import Text
+
+from portscan.fix.apply import FixRun
+from portscan.fix.spec import NEEDS_UNSAFE
+
+
+def unified_diff(run: FixRun) -> str:
+    """One unified diff for every file the fixes change (``a/``/``b/`` prefixes)."""
+    chunks = []
+    for file in run.changed:
+        chunks.extend(difflib.unified_diff(
+            file.source.splitlines(keepends=True), file.fixed.splitlines(keepends=True),
+            fromfile=f"a/{file.path}", tofile=f"b/{file.path}"))
+        if chunks and not chunks[-1].endswith(("\n", "\r")):
+            chunks.append("\n\\ No newline at end of file\n")
+    return "".join(chunks)
+
+
+def _counts(codes: Iterable[str]) -> str:
+    counted = Counter(codes)
+    return ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in sorted(counted.items()))
+
+
+def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
+                       show_fixes: bool) -> None:
+    """Fixed / not fixed / remaining, in that order; paths are relative to the root."""
+    applied = [(f.path, a) for f in run.files for a in f.applied]
+    verb = "Fixed" if wrote else "Would fix"
+    if applied:
+        files = len({path for path, _ in applied})
+        console.print(Text(f"{verb} {len(applied)} finding{'s' * (len(applied) != 1)} "
+                           f"in {files} file{'s' * (files != 1)}", style="bold green"))
+        if show_fixes:
+            for file in run.files:
+                if file.applied:
+                    console.print(Text(f"  {file.path}: {_counts(a.rule for a in file.applied)}"))
+    else:
+        console.print(Text("Nothing to fix", style="bold"))
+    declined = [(f.path, n) for f in run.files for n in f.not_fixed if n.reason != NEEDS_UNSAFE]
+    if declined:
+        console.print(Text("Not fixed (this shape of code is left to you):", style="bold yellow"))
+        for path, item in declined:
+            console.print(Text(f"  {path}:{item.line} {item.rule} {item.name}: {item.reason}"))
+    for error in run.errors:
+        console.print(Text(f"  {error.path}: {error.message}", style="red"))
+    remaining = run.after.findings
+    waiting = {(file.path, n.rule, n.line) for file in run.files for n in file.not_fixed
+               if n.reason == NEEDS_UNSAFE}
+    unsafe = [f for f in remaining if (f.path, f.rule, f.span.line) in waiting]
+    if not remaining:
+        console.print(Text("No findings remain", style="bold green"))
+        return
+    manual = len(remaining) - len(unsafe)
+    console.print(Text(f"{len(remaining)} finding{'s' * (len(remaining) != 1)} remain: "
+                       f"{len(unsafe)} fixable with --unsafe-fixes, {manual} to port by hand "
+                       f"(`portscan scan` shows them with their rewrites)"))
+    if unsafe:
+        console.print(Text(f"  with --unsafe-fixes: {_counts(f.rule for f in unsafe)}"))
+    by_hand = [f.rule for f in remaining if f not in unsafe]
+    if by_hand:
+        console.print(Text(f"  by hand: {_counts(by_hand)}"))
