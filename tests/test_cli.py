@@ -41,10 +41,14 @@ def test_json_contract(capsys) -> None:
     assert document["root"] == str(FIXTURE)
     assert document["errors"] == []
     assert len(document["findings"]) == 71
+    fixes = {(f["path"], f["rule"]): f["fix"] for f in document["findings"]}
+    assert fixes[("utils/gpu.py", "PS602")] == "safe" and fixes[("train.py", "PS209")] == "unsafe"
+    assert fixes[("train.py", "PS301")] is None
     for finding in document["findings"]:
         assert set(finding) == set(FINDING_KEYS)
         for key, kind in FINDING_KEYS.items():
-            assert isinstance(finding[key], kind) or (key == "guard" and isinstance(finding[key], str))
+            assert isinstance(finding[key], kind) or (key in ("guard", "fix") and isinstance(finding[key], str))
+        assert finding["fix"] in (None, "safe", "unsafe")
         assert finding["severity"] in {"error", "warning", "info"}
         assert not finding["path"].startswith("/") and "\\" not in finding["path"]
         assert finding["line"] >= 1 and finding["column"] >= 1

@@ -28,7 +28,7 @@ def test_rules_json_lists_every_rule(capsys) -> None:
     assert code == 0
     assert [r["code"] for r in listed] == [r.code for r in RULES.rules]
     for entry in listed:
-        assert set(entry) >= {"code", "name", "severity", "category", "confidence", "fixable",
+        assert set(entry) >= {"code", "name", "severity", "category", "confidence", "fix",
                               "message", "rocm", "rewrite", "references"}
         assert entry["references"]
 

@@ -31,6 +31,7 @@ from portscan.patterns import (
     YamlPattern,
 )
 from portscan.discover import file_kind
+from portscan.fix.spec import FixSpec, Tier
 from portscan.ruleset import Rule
 from portscan.testing import strip_markers
 
@@ -158,6 +159,55 @@ def _relative_origin(rule: Rule) -> str:
     return "/".join(parts[parts.index("rules"):]) if "rules" in parts else Path(rule.origin).name
 
 
+def fix_label(rule: Rule) -> str:
+    if rule.fix is None:
+        return "none (the rewrite is a suggestion)"
+    flag = "" if rule.fix.tier is Tier.SAFE else " --unsafe-fixes"
+    return f"{rule.fix.tier.value} (`portscan fix{flag}`)"
+
+
+def _describe_fix(fix: FixSpec) -> str:
+    if fix.kind == "guard-import":
+        return ("Wraps a module-level import in `try`/`except ImportError`, binding the names to "
+                "`None`, when the names are used only inside functions.")
+    if fix.kind == "delete":
+        return "Deletes the statement: a call standing alone, or an assignment to the flagged name."
+    if fix.kind == "transform":
+        return (f"The named transform `{fix.transform}` (Python, in `portscan.fix.transforms`) "
+                "rewrites the module.")
+    parts = []
+    for entry in fix.replace:
+        names = _code_list(entry.names) if entry.names else "the flagged name"
+        text = f"{names} → `{entry.to}`"
+        if entry.cases:
+            text += " (" + "; ".join(f"`{case.to}` when " + ", ".join(
+                f"`{k}={v!r}`" for k, v in case.when.items()) for case in entry.cases) + ")"
+        if entry.add:
+            text += ", writing " + ", ".join(f"`{k}={v!r}`" for k, v in entry.add.items()) + " when absent"
+        if entry.drop:
+            text += ", dropping " + _code_list(sorted(entry.drop))
+        if entry.require:
+            text += "; left to you unless " + ", ".join(
+                f"`{k}` is {' or '.join(repr(v) for v in vals)}" for k, vals in entry.require.items())
+        parts.append(f"- {text}.")
+    return "Rewrites each call, mapping its arguments and the imports:\n\n" + "\n".join(parts)
+
+
+def fix_section(rule: Rule) -> list[str]:
+    fix = rule.fix
+    if fix is None:
+        return ["portscan reports this rule with a suggested rewrite; it does not change code for it."]
+    shown = next(e for e in fix.examples if e.after is not None)
+    how = "applied by `portscan fix`" if fix.tier is Tier.SAFE else "applied with `portscan fix --unsafe-fixes`"
+    lines = [f"**{fix.tier.value.capitalize()} fix** ({how}). {fix.why}", "", _describe_fix(fix), "",
+             "Before:", "", "```python", shown.before.strip("\n"), "```", "",
+             "After:", "", "```python", (shown.after or "").strip("\n"), "```"]
+    declined = [e.name or "a shape the fix does not handle" for e in fix.examples if e.after is None]
+    if declined:
+        lines += ["", "Left to you (no change): " + "; ".join(declined) + "."]
+    return lines
+
+
 def render_rule_page(rule: Rule) -> str:
     bad = rule.bad[0]
     good = rule.good[0]
@@ -166,7 +216,7 @@ def render_rule_page(rule: Rule) -> str:
         f"# {rule.code} {rule.name}",
         "",
         f"**Severity:** {rule.severity.value} · **Category:** {rule.category} · "
-        f"**Confidence:** {rule.confidence.value} · **Fix:** none yet (the rewrite is a suggestion)",
+        f"**Confidence:** {rule.confidence.value} · **Fix:** {fix_label(rule)}",
         "",
         f"Message: {rule.message}",
         "",
@@ -198,7 +248,7 @@ def render_rule_page(rule: Rule) -> str:
         "",
         "## Fix safety",
         "",
-        "portscan reports this rule with a suggested rewrite; it does not change code for it.",
+        *fix_section(rule),
         "",
         "## Guards",
         "",
@@ -221,12 +271,13 @@ def render_index(rules: Iterable[Rule]) -> str:
              "**info** works unchanged.", ""]
     for category, group in groupby(sorted(ordered, key=lambda r: (r.code[:3], r.code)),
                                    key=lambda r: r.category):
-        lines += [f"## {category}", "", "| code | name | severity | confidence | message |",
-                  "|---|---|---|---|---|"]
+        lines += [f"## {category}", "", "| code | name | severity | confidence | fix | message |",
+                  "|---|---|---|---|---|---|"]
         for rule in group:
             message = rule.message.replace("|", "\\|")
+            fix = rule.fix.tier.value if rule.fix else "-"
             lines.append(f"| [{rule.code}]({rule.code}.md) | {rule.name} | {rule.severity.value} | "
-                         f"{rule.confidence.value} | {message} |")
+                         f"{rule.confidence.value} | {fix} | {message} |")
         lines.append("")
     return "\n".join(lines)
 

@@ -59,6 +59,7 @@ class Finding:
     rewrite: str  #: the suggested ROCm-safe rewrite, as prose
     references: tuple[str, ...]
     guard: str | None = None  #: why the severity was lowered (see portscan.match.guards)
+    fix: str | None = None  #: ``safe``/``unsafe`` when the rule declares a fix for this place
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.span.line, self.span.column, self.rule)

@@ -66,6 +66,7 @@ def to_finding(match: Match, path: str, lines: LineIndex) -> Finding:
         confidence=rule.confidence, path=path, span=lines.span(match.start, match.end),
         message=rule.render_message(match.variables), rewrite=rule.rewrite,
         references=rule.references, guard=match.guard,
+        fix=rule.fix.tier.value if rule.fix is not None and match.guard is None and match.fixable else None,
     )
 
 

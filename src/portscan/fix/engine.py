@@ -80,7 +80,7 @@ class _Pass(CodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         ctx = FixContext(self.context)
         matches = [m for m in match_python(tree, self.rules, self.first_party)
-                   if m.rule.fix is not None and m.guard is None]
+                   if m.rule.fix is not None and m.guard is None and m.fixable]
         transforms: dict[str, list[Match]] = {}
         edits: list[Edit] = []
         clean = copy.deepcopy(self.context.scratch)
@@ -92,7 +92,7 @@ class _Pass(CodemodCommand):
             elif spec.tier is Tier.UNSAFE and not self.unsafe:
                 self.not_fixed.append((match, NEEDS_UNSAFE))
             else:
-                result = TEMPLATES[spec.kind](ctx, match, spec)
+                result = _template(ctx, match)
                 if isinstance(result, Declined):
                     self.not_fixed.append((match, result.reason))
                 elif result is not None:
@@ -102,20 +102,25 @@ class _Pass(CodemodCommand):
         self.context.scratch.update(copy.deepcopy(clean))
         if chosen:  # again, so only the chosen edits schedule import changes
             chosen_matches = {id(e.match) for e in chosen}
-            redo = [TEMPLATES[e.match.rule.fix.kind](ctx, e.match, e.match.rule.fix)  # type: ignore[union-attr]
-                    for e in edits if id(e.match) in chosen_matches]
+            redo = [_template(ctx, e.match) for e in edits if id(e.match) in chosen_matches]
             final = [e for e in redo if isinstance(e, Edit)]
             self.applied += [(e.match, e.tier) for e in final]
             return tree.visit(_ApplyEdits(final))
         for name in sorted(transforms):
-            result = TRANSFORMS[name](ctx, transforms[name], self.unsafe)
-            self.not_fixed += [(d.match, d.reason) for d in result.declined]
-            if result.module is not None:
-                self.applied += list(result.fixed)
-                return result.module
+            outcome = TRANSFORMS[name](ctx, transforms[name], self.unsafe)
+            self.not_fixed += [(d.match, d.reason) for d in outcome.declined]
+            if outcome.module is not None:
+                self.applied += list(outcome.fixed)
+                return outcome.module
             self.context.scratch.clear()
             self.context.scratch.update(copy.deepcopy(clean))
         return tree
+
+
+def _template(ctx: FixContext, match: Match) -> Edit | Declined | None:
+    spec = match.rule.fix
+    assert spec is not None
+    return TEMPLATES[spec.kind](ctx, match, spec)
 
 
 class _ApplyEdits(cst.CSTTransformer):
@@ -196,6 +201,9 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
             module = parse_python(current)
         except SourceError as exc:
             return FileFix(path, text, text, error=exc.message)
+        if module.code != current:  # e.g. lone-CR line endings: writing would change bytes
+            return FileFix(path, text, text, error="LibCST does not reproduce this file byte for byte "
+                                                   "(unusual line endings?); left as it is")
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
         last = _Pass(context, rules.candidates(current), first_party, unsafe)
         try:

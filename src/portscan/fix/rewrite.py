@@ -8,6 +8,7 @@ after the rewrite. Both run when the pass ends (see :mod:`portscan.fix.engine`).
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import libcst as cst
@@ -100,8 +101,9 @@ class FixContext:
             assignments = scope.assignments[name]
             qualified = {_imported_name(a) if isinstance(a, ImportAssignment) else None
                          for a in assignments}
-            if len(qualified) == 1 and None not in qualified:
-                bindings[name] = (qualified.pop(), frozenset(assignments))  # type: ignore[arg-type]
+            only = qualified.pop() if len(qualified) == 1 else None
+            if only is not None:
+                bindings[name] = (only, frozenset(assignments))
         return bindings
 
     def reference(self, qualified: str, at: cst.CSTNode) -> cst.BaseExpression | None:
@@ -130,10 +132,8 @@ class FixContext:
 
     def release_imports(self, node: cst.CSTNode) -> None:
         """Schedule the imports ``node`` used for removal, if nothing else uses them."""
-        try:
+        with contextlib.suppress(ValueError):  # a relative import of an unknown package: keep it
             RemoveImportsVisitor.remove_unused_import_by_node(self.context, node)
-        except ValueError:  # a relative import whose package is unknown: keep it
-            pass
 
 
 def _imported_name(assignment: ImportAssignment) -> str | None:

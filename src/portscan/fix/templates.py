@@ -130,11 +130,8 @@ def _layout(call: cst.Call, args: list[cst.Arg]) -> list[cst.Arg]:
     trailing = original[-1].comma if original else cst.MaybeSentinel.DEFAULT
     laid = []
     for i, arg in enumerate(args):
-        last = i == len(args) - 1
-        if last:
-            comma = trailing
-        else:
-            comma = separator if separator is not None else cst.MaybeSentinel.DEFAULT
+        between = separator if separator is not None else cst.MaybeSentinel.DEFAULT
+        comma = trailing if i == len(args) - 1 else between
         laid.append(arg.with_changes(comma=comma))
     return laid
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from collections.abc import Mapping
 
 from portscan.ruleset import Rule
@@ -18,4 +19,6 @@ class Match:
     variables: Mapping[str, str] = field(default_factory=dict)
     guard: str | None = None  #: see :mod:`portscan.match.guards`
     #: the libcst node reported (Python only), for fixes to work on
-    node: object = field(default=None, compare=False, repr=False)
+    node: Any = field(default=None, compare=False, repr=False)
+    #: False where the rule's fix does not apply (a use reported because of its import)
+    fixable: bool = True

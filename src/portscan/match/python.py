@@ -1161,7 +1161,7 @@ def match_python(module: cst.Module, rules: Sequence[Rule],
         if any(s <= start and end <= e and local in names for (s, e), names in checked):
             continue  # `if pynvml is not None:` and the like
         variables = {"module": variables["module"], "matched": source_snippet(module, node)}
-        matches.append(Match(rule, start, end, variables, guard_at(start, end), node))
+        matches.append(Match(rule, start, end, variables, guard_at(start, end), node, fixable=False))
     return matches
 
 

@@ -16,7 +16,7 @@ from portscan.fix.spec import NEEDS_UNSAFE
 
 def unified_diff(run: FixRun) -> str:
     """One unified diff for every file the fixes change (``a/``/``b/`` prefixes)."""
-    chunks = []
+    chunks: list[str] = []
     for file in run.changed:
         chunks.extend(difflib.unified_diff(
             file.source.splitlines(keepends=True), file.fixed.splitlines(keepends=True),

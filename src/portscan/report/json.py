@@ -28,7 +28,7 @@ def finding_to_dict(finding: Finding) -> dict[str, object]:
         "rewrite": finding.rewrite,
         "references": list(finding.references),
         "guard": finding.guard,
-        "fix": None,
+        "fix": finding.fix,
     }
 
 
@@ -39,7 +39,8 @@ def rule_to_dict(rule: Rule) -> dict[str, object]:
         "severity": rule.severity.value,
         "category": rule.category,
         "confidence": rule.confidence.value,
-        "fixable": False,
+        "fix": None if rule.fix is None else {"tier": rule.fix.tier.value, "kind": rule.fix.kind,
+                                              "why": rule.fix.why},
         "kind": rule.pattern.kind,
         "message": rule.message,
         "rocm": rule.rocm,

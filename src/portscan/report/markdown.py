@@ -102,9 +102,13 @@ def render_markdown(result: ScanResult) -> str:
                 f"{', '.join(f'`{s}`' for s in e.sources) or '-'} | {e.findings} |"
                 for e in result.extensions]
         out.append("")
+    safe = sum(1 for f in findings if f.fix == "safe")
+    unsafe = sum(1 for f in findings if f.fix == "unsafe")
     out += ["## Auto-fixable", "",
-            f"0 of {len(findings)} findings can be fixed automatically by portscan today; each "
-            "finding above carries a suggested rewrite.", ""]
+            f"{safe + unsafe} of {len(findings)} findings have an automatic fix: {safe} safe "
+            f"(`portscan fix`), {unsafe} that change behaviour and need review "
+            "(`portscan fix --unsafe-fixes`). A fix leaves shapes of code it does not handle to you; "
+            "every finding above carries a suggested rewrite.", ""]
     if result.notes:
         out += ["## Notes", ""] + [f"- {_cell(note)}" for note in result.notes] + [""]
     if result.errors:

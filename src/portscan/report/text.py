@@ -68,6 +68,8 @@ def render_finding(finding: Finding, lines: list[str] | None) -> Group:
     head.append(clean(finding.message))
     if finding.guard:
         head.append(f" (guarded: {finding.guard})", style="dim")
+    if finding.fix:
+        head.append(" [fix]" if finding.fix == "safe" else " [unsafe fix]", style="cyan")
     parts: list[object] = [head]
     if lines is not None and finding.span.line <= len(lines):
         parts.append(code_frame(lines, finding))
@@ -95,6 +97,11 @@ def render_summary(result: ScanResult) -> Group:
     if result.errors:
         line.append(f"; {len(result.errors)} could not be scanned", style="bold red")
     parts: list[object] = [line]
+    safe = sum(1 for f in result.findings if f.fix == "safe")
+    unsafe = sum(1 for f in result.findings if f.fix == "unsafe")
+    if safe or unsafe:
+        parts.append(Text(f"{safe} fixable with `portscan fix`, {unsafe} more with "
+                          "`portscan fix --unsafe-fixes` (review the diff: `--diff`)"))
     if result.findings:
         table = Table(title=None, show_edge=False, box=None, pad_edge=False)
         table.add_column("category")

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import libcst as cst
 from libcst.metadata import ImportAssignment
@@ -72,8 +73,8 @@ class Decline(Exception):
 class _Plan:
     """Statement-level edits, keyed by the original nodes of the pass's tree."""
 
-    replace: dict[cst.CSTNode, Callable[[cst.BaseStatement], list[cst.BaseStatement]]] = field(default_factory=dict)
-    before: dict[cst.CSTNode, list[cst.BaseStatement]] = field(default_factory=dict)
+    replace: dict[cst.CSTNode, Callable[[Any], list[Any]]] = field(default_factory=dict)
+    before: dict[cst.CSTNode, list[Any]] = field(default_factory=dict)
     expressions: dict[cst.CSTNode, cst.BaseExpression] = field(default_factory=dict)
     #: block -> (first, last) statement indices to put under autocast
     wraps: dict[cst.CSTNode, list[tuple[int, int]]] = field(default_factory=dict)
@@ -288,8 +289,8 @@ class _Builder:
             _code(ctx, t.value) == _code(ctx, a.value)
             for t, a in zip(target.elements, (model, optimizer), strict=True))
 
-        def rewrite(updated: cst.BaseStatement) -> list[cst.BaseStatement]:
-            lines = [] if same else [_line(cst.Assign([cst.AssignTarget(target)], pair))]
+        def rewrite(updated: Any) -> list[Any]:
+            lines: list[Any] = [] if same else [_line(cst.Assign([cst.AssignTarget(target)], pair))]
             lines.append(create)
             lines[0] = lines[0].with_changes(leading_lines=updated.leading_lines)
             return lines
@@ -322,7 +323,8 @@ class _Builder:
         ctx = self.ctx
         item = ctx.parent(call)
         with_node = ctx.parent(item) if isinstance(item, cst.WithItem) else None
-        if not isinstance(with_node, cst.With) or len(with_node.items) != 1 or item.asname is None:
+        if not isinstance(item, cst.WithItem) or not isinstance(with_node, cst.With) \
+                or len(with_node.items) != 1 or item.asname is None:
             raise Decline("amp.scale_loss is not used as `with amp.scale_loss(loss, optimizer) as s:`")
         name = item.asname.name
         statements = list(with_node.body.body)
@@ -339,9 +341,10 @@ class _Builder:
         if loss is None or optimizer is None:
             raise Decline("amp.scale_loss without a loss and an optimizer")
         for arg in call.args:
-            if arg.keyword is not None and arg.keyword.value not in ("loss", "optimizers"):
-                if not (arg.keyword.value in ("delay_unscale", "loss_id") and literal(arg.value) in (False, 0)):
-                    raise Decline(f"amp.scale_loss(..., {arg.keyword.value}=...) has no torch.amp rewrite")
+            key = arg.keyword.value if arg.keyword is not None else None
+            harmless = key in ("delay_unscale", "loss_id") and literal(arg.value) in (False, 0)
+            if key is not None and key not in ("loss", "optimizers") and not harmless:
+                raise Decline(f"amp.scale_loss(..., {key}=...) has no torch.amp rewrite")
         scaled = cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("scale")),
                           [cst.Arg(loss.value.with_changes(lpar=(), rpar=()))])
         new = _line(cst.Expr(backward.with_changes(func=backward.func.with_changes(value=scaled))))
@@ -370,8 +373,7 @@ class _Builder:
                 found.add(receiver)
                 target = call.func.value
 
-                def rewrite(updated: cst.BaseStatement, target: cst.BaseExpression = target
-                            ) -> list[cst.BaseStatement]:
+                def rewrite(updated: Any, target: cst.BaseExpression = target) -> list[Any]:
                     step = _line(cst.Expr(cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("step")),
                                                    [cst.Arg(target.deep_clone())])))
                     update = _line(cst.Expr(cst.Call(cst.Attribute(cst.Name(scaler), cst.Name("update")))))
@@ -524,10 +526,10 @@ class _Apply(cst.CSTTransformer):
             return updated.with_changes(body=self._body(original, updated))
         return updated
 
-    def _body(self, original: cst.CSTNode, updated: cst.IndentedBlock | cst.Module) -> list[cst.BaseStatement]:
-        groups: list[list[cst.BaseStatement]] = []
+    def _body(self, original: cst.CSTNode, updated: cst.IndentedBlock | cst.Module) -> list[Any]:
+        groups: list[list[Any]] = []
         for old, new in zip(original.body, updated.body, strict=True):  # type: ignore[attr-defined]
-            lines = self.plan.replace[old](new) if old in self.plan.replace else [new]
+            lines: list[Any] = self.plan.replace[old](new) if old in self.plan.replace else [new]
             before = self.plan.before.get(old, [])
             if before:  # comments above the statement move above what is inserted
                 lines = [before[0].with_changes(leading_lines=lines[0].leading_lines), *before[1:],

@@ -68,9 +68,9 @@ def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -
 
     class Rewrite(cst.CSTTransformer):
         def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
-            if original in comparisons:
+            if isinstance(original, cst.Comparison) and original in comparisons:
                 assert isinstance(updated, cst.Comparison)
-                guard = _is_not_none(comparisons[original].node)  # type: ignore[arg-type]
+                guard = _is_not_none(comparisons[original].node)
                 wrap = bool(updated.lpar) or not _stands_alone(ctx, original)
                 return cst.BooleanOperation(guard, cst.And(), updated.with_changes(lpar=(), rpar=()),
                                             lpar=[cst.LeftParen()] if wrap else [],

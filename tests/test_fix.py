@@ -1,0 +1,287 @@
+"""`portscan fix`: the loop's guarantees, file handling, the CLI, and the proof on the
+bundled repositories (fixed, rescanned, compiled, and trained on CPU)."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from portscan.cli import main
+from portscan.fix import apply as apply_module
+from portscan.fix import engine
+from portscan.fix.apply import fix_paths, write_atomic, FileChangedError
+from portscan.fix.engine import fix_source
+from portscan.fix.rewrite import Edit
+from portscan.scan import scan_paths
+
+from conftest import FIXTURE, REPO
+
+MNIST = REPO / "fixtures" / "mnist-apex"
+MNIST_PORTED = REPO / "fixtures" / "mnist-apex-ported"
+TRAINING_PATH = ("train.py", "models/__init__.py", "models/vit.py", "utils/__init__.py", "utils/amp.py",
+                 "utils/gpu.py")
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def copy(tree: Path, tmp_path: Path) -> Path:
+    target = tmp_path / tree.name
+    shutil.copytree(tree, target)
+    return target
+
+
+def run_training(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["CUDA_VISIBLE_DEVICES"] = ""
+    return subprocess.run([sys.executable, "train.py", *args], cwd=root, capture_output=True, text=True,
+                          timeout=300, env=env, check=False)
+
+
+# ----------------------------------------------------------------------------- the proof
+
+
+def test_fixture_fix_proof(tmp_path: Path, rules, capsys) -> None:
+    repo = copy(FIXTURE, tmp_path)
+    before_scan = scan_paths([repo], rules)
+    original = snapshot(repo)
+    unfixed = run_training(repo, "--config", "configs/smoke.yaml", "--steps", "2", "--epochs", "1")
+    assert unfixed.returncode != 0 and "No module named 'apex'" in unfixed.stderr
+
+    # --diff prints a patch, writes nothing, exits 1
+    assert main(["fix", "--diff", str(repo)]) == 1
+    out = capsys.readouterr()
+    assert "+++ b/utils/gpu.py" in out.out and "except ImportError:" in out.out
+    assert "Would fix" in out.err
+    assert snapshot(repo) == original
+
+    # safe fixes only: apex stays, the guarded imports land
+    main(["fix", str(repo)])
+    assert "from apex import amp" in (repo / "train.py").read_text()
+    assert "except ImportError:" in (repo / "utils/gpu.py").read_text()
+
+    # unsafe fixes: no apex import left anywhere on the training path
+    main(["fix", "--unsafe-fixes", "--show-fixes", str(repo)])
+    out = capsys.readouterr().out
+    assert "train.py: PS209, PS216, PS218, PS222, PS223" in out
+    for name in TRAINING_PATH:
+        tree = ast.parse((repo / name).read_text())
+        imported = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)] + \
+                   [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+        assert not [m for m in imported if m.split(".")[0] == "apex"], name
+
+    # every Python file compiles
+    for path in repo.rglob("*.py"):
+        compile(path.read_text(), str(path), "exec")
+
+    # rescan: what the fixes claim is gone; what is manual remains
+    after = scan_paths([repo], rules)
+    def unguarded(result, code):
+        return sum(1 for f in result.findings if f.rule == code and f.guard is None)
+    for code in ("PS209", "PS210", "PS211", "PS216", "PS218", "PS222", "PS223", "PS401"):
+        assert unguarded(before_scan, code) > 0 and unguarded(after, code) == 0, code
+    for code in ("PS101", "PS102", "PS602"):  # imports guarded; each use of them still reported
+        assert {f.guard for f in after.findings if f.rule == code and f.span.line <= 10} == {"fallback"}
+        assert unguarded(after, code) > 0
+    for code in ("PS301", "PS501", "PS502", "PS503", "PS702", "PS801", "PS910"):
+        assert unguarded(after, code) == unguarded(before_scan, code) > 0, code
+
+    # a second run is a no-op
+    fixed = snapshot(repo)
+    main(["fix", "--unsafe-fixes", str(repo)])
+    assert "Nothing to fix" in capsys.readouterr().out
+    assert snapshot(repo) == fixed
+
+    # and the training entry point now runs on CPU
+    trained = run_training(repo, "--config", "configs/smoke.yaml", "--steps", "2", "--epochs", "1")
+    assert trained.returncode == 0, trained.stderr
+    assert "stopped after 2 steps" in trained.stdout
+
+
+def test_auto_fixed_mnist_trains_like_the_hand_port(tmp_path: Path) -> None:
+    repo = copy(MNIST, tmp_path)
+    run = fix_paths([repo], _rules(), unsafe=True)
+    assert sorted(a.rule for f in run.files for a in f.applied) == ["PS209", "PS216", "PS218"]
+    assert run.after.findings == ()
+    fixed = run_training(repo, "--steps", "30")
+    ported = subprocess.run([sys.executable, str(MNIST_PORTED / "train.py"), "--steps", "30"],
+                            capture_output=True, text=True, timeout=300, check=False,
+                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    assert fixed.returncode == 0 and ported.returncode == 0, fixed.stderr
+    losses = [float(line.split()[-1]) for line in fixed.stdout.splitlines() if line.startswith("step")]
+    assert len(losses) == 3 and losses[-1] < losses[0]
+    assert fixed.stdout == ported.stdout  # same seeds, same maths: identical on CPU
+
+
+def _rules():
+    from portscan.ruleset import load_rules
+
+    return load_rules()
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+AMP_SOURCE = "import torch\n\nscaler = torch.cuda.amp.GradScaler()  # keep me\nx  =  [1,2]\n"
+
+
+def test_formatting_and_unrelated_lines_are_kept(rules) -> None:
+    source = ("import torch\n# a comment\nx = (1 +\n     2)   # odd spacing\n"
+              "scaler = torch.cuda.amp.GradScaler(\n    init_scale=1024,  # why\n)\n"
+              "y  =  [ 1,2 ]\n")
+    result = fix_source(source, "a.py", rules)
+    assert result.fixed == source.replace("torch.cuda.amp.GradScaler(\n", 'torch.amp.GradScaler(\n    "cuda",\n')
+    assert [a.rule for a in result.applied] == ["PS316"]
+
+
+def test_guarded_findings_are_not_rewritten(rules) -> None:
+    source = ("import torch\n\nif torch.version.hip:\n    pass\nelse:\n"
+              "    v = int(torch.version.cuda.split('.')[0])\n")
+    assert not fix_source(source, "a.py", rules, unsafe=True).changed
+
+
+def test_unsafe_fixes_need_the_flag(rules) -> None:
+    source = "from apex.optimizers import FusedSGD\nopt = FusedSGD(params, 0.1)\n"
+    safe = fix_source(source, "a.py", rules)
+    assert not safe.changed and [n.rule for n in safe.not_fixed] == ["PS213"]
+    assert "--unsafe-fixes" in safe.not_fixed[0].reason
+    assert "torch.optim.SGD(params, 0.1)" in fix_source(source, "a.py", rules, unsafe=True).fixed
+
+
+def test_a_fix_that_breaks_the_code_is_reverted(rules, monkeypatch) -> None:
+    def broken(ctx, match, spec):
+        return Edit(match.node, cst.Name("lambda"), match, spec.tier)
+
+    monkeypatch.setitem(engine.TEMPLATES, "replace", broken)
+    result = fix_source(AMP_SOURCE, "a.py", rules)
+    assert result.fixed == AMP_SOURCE and not result.changed
+    assert result.error is not None and "does not parse" in result.error
+
+
+def test_a_fix_that_never_settles_is_reverted(rules, monkeypatch) -> None:
+    def grow(ctx, match, spec):
+        return Edit(match.node, cst.parse_expression("torch.cuda.amp.GradScaler"), match, spec.tier)
+
+    def renamed(ctx, match, spec):  # each pass adds a wrapper: never the same text twice
+        node = match.node
+        return Edit(node, cst.Call(cst.Name("wrap"), [cst.Arg(node)]), match, spec.tier)
+
+    monkeypatch.setitem(engine.TEMPLATES, "replace", renamed)
+    result = fix_source(AMP_SOURCE, "a.py", rules)
+    assert not result.changed and "did not settle" in (result.error or "")
+
+
+def test_a_crashing_fix_leaves_the_file(rules, monkeypatch) -> None:
+    def crash(ctx, match, spec):
+        raise RuntimeError("boom")
+
+    monkeypatch.setitem(engine.TEMPLATES, "replace", crash)
+    result = fix_source(AMP_SOURCE, "a.py", rules)
+    assert not result.changed and "boom" in (result.error or "")
+
+
+def test_unparsable_input_is_reported_not_fixed(tmp_path: Path, rules) -> None:
+    (tmp_path / "bad.py").write_text("import torch\nscaler = torch.cuda.amp.GradScaler(\n")
+    (tmp_path / "good.py").write_text(AMP_SOURCE)
+    run = fix_paths([tmp_path], rules)
+    assert [f.path for f in run.changed] == ["good.py"]
+    assert [(e.path, e.kind) for e in run.after.errors] == [("bad.py", "parse")]
+    assert (tmp_path / "bad.py").read_text().endswith("GradScaler(\n")
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def test_encoding_bom_and_line_endings_are_kept(tmp_path: Path, rules) -> None:
+    crlf = AMP_SOURCE.replace("\n", "\r\n")
+    cases = {
+        "bom.py": b"\xef\xbb\xbf" + crlf.encode(),
+        "latin.py": ("# -*- coding: latin-1 -*-\r\n# café\r\n" + crlf).encode("latin-1"),
+    }
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+    old_mac = AMP_SOURCE.replace("\n", "\r").encode()  # LibCST cannot round-trip lone CRs
+    (tmp_path / "cr.py").write_bytes(old_mac)
+    run = fix_paths([tmp_path], rules)
+    for name, data in cases.items():
+        new = (tmp_path / name).read_bytes()
+        assert new == data.replace(b"torch.cuda.amp.GradScaler()", b'torch.amp.GradScaler("cuda")'), name
+    assert (tmp_path / "cr.py").read_bytes() == old_mac
+    assert [(e.path, e.kind) for e in run.errors] == [("cr.py", "fix")]
+
+
+def test_writes_are_atomic_and_keep_the_mode(tmp_path: Path, rules) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(AMP_SOURCE)
+    path.chmod(0o640)
+    fix_paths([tmp_path], rules)
+    assert "torch.amp.GradScaler" in path.read_text()
+    assert (path.stat().st_mode & 0o777) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.py"]  # no temporary left
+
+
+def test_a_file_changed_meanwhile_is_skipped(tmp_path: Path, rules, monkeypatch) -> None:
+    path = tmp_path / "train.py"
+    path.write_text(AMP_SOURCE)
+    real = apply_module.fix_source
+
+    def edit_meanwhile(*args, **kwargs):
+        result = real(*args, **kwargs)
+        path.write_text(AMP_SOURCE + "# edited by someone else\n")
+        return result
+
+    monkeypatch.setattr(apply_module, "fix_source", edit_meanwhile)
+    run = fix_paths([tmp_path], rules)
+    assert path.read_text().endswith("# edited by someone else\n")
+    assert [e.kind for e in run.errors] == ["write"] and "changed on disk" in run.errors[0].message
+    with pytest.raises(FileChangedError):
+        write_atomic(path, b"x", b"something else")
+
+
+def test_symlinks_are_not_replaced(tmp_path: Path, rules) -> None:
+    real = tmp_path / "real" / "train.py"
+    real.parent.mkdir()
+    real.write_text(AMP_SOURCE)
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "train.py").symlink_to(real)
+    run = fix_paths([project / "train.py"], rules)
+    assert (project / "train.py").is_symlink() and real.read_text() == AMP_SOURCE
+    assert "symbolic link" in run.errors[0].message
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_cli_exit_codes_and_selection(tmp_path: Path, capsys) -> None:
+    (tmp_path / "a.py").write_text(AMP_SOURCE + "from apex.optimizers import FusedSGD\nopt = FusedSGD(p, 0.1)\n")
+    assert main(["fix", "--diff", "--select", "PS2", str(tmp_path)]) == 0  # PS213 is unsafe: no diff
+    assert capsys.readouterr().out == ""
+    assert main(["fix", "--diff", "--ignore", "PS316", "--unsafe-fixes", str(tmp_path)]) == 1
+    diff = capsys.readouterr().out
+    assert "torch.optim.SGD" in diff and "torch.amp.GradScaler" not in diff
+    assert main(["fix", "--select", "PS9X", str(tmp_path)]) == 2
+    assert "matches no rule" in capsys.readouterr().err
+    assert main(["fix", str(tmp_path / "missing")]) == 2
+    assert main(["fix", "--unsafe-fixes", str(tmp_path)]) == 0  # everything fixed, nothing remains
+    assert "No findings remain" in capsys.readouterr().out
+
+
+def test_rules_and_explain_show_fix_tiers(capsys) -> None:
+    main(["rules"])
+    table = capsys.readouterr().out
+    assert any("PS316" in line and "safe" in line for line in table.splitlines())
+    assert any("PS209" in line and "unsafe" in line for line in table.splitlines())
+    main(["explain", "PS209"])
+    page = capsys.readouterr().out
+    assert "Fix" in page and "unsafe" in page and "weight_decay=0.0" in page
