@@ -82,6 +82,7 @@ EXPECTED = [
     ("utils/gpu.py", 18, "PS402"),                # if torch.version.cuda:
     ("utils/gpu.py", 20, "PS403"),                # f"... {torch.version.cuda}" (info, inside the cuda check)
     ("utils/gpu.py", 28, "PS601"),                # ["nvidia-smi", ...]
+    ("utils/gpu.py", 53, "PS401"),                # tuple(... torch.version.cuda.split(".")[:2]) >= (12, 4)
 ]
 
 #: Code that works unchanged on ROCm; none of it may be reported as warning or error.

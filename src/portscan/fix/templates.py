@@ -41,6 +41,9 @@ def replace(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
     entry = spec.replacement_for(match.variables.get("name", ""))
     if entry is None:
         return Declined(match, f"no fix is declared for `{match.variables.get('name', '')}`")
+    shim = _compatibility_path(ctx, node, entry.to)
+    if shim is not None:
+        return Declined(match, shim)
     parent = ctx.parent(node)
     if isinstance(parent, cst.Call) and parent.func is node:
         return _replace_call(ctx, match, spec, entry, parent)
@@ -54,6 +57,22 @@ def replace(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
             return Edit(node, cst.Call(reference, args), match, spec.tier)
         return Edit(node, reference, match, spec.tier)
     return Declined(match, "only calls are rewritten; this use is not called")
+
+
+def _compatibility_path(ctx: FixContext, node: cst.CSTNode, target: str) -> str | None:
+    """Why ``node`` looks like the old-version branch of a compatibility shim, if it does:
+    inside an ``except`` handler, or in a conditional that also spells the target
+    (``torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()``)."""
+    tail = ".".join(target.split(".")[-2:])
+    own = ctx.module.code_for_node(node).count(tail)
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.ExceptHandler | cst.ExceptStarHandler):
+            return "in an `except` handler: a fallback path, likely for older versions; left as it is"
+        if isinstance(ancestor, cst.If | cst.IfExp) and ctx.module.code_for_node(ancestor).count(tail) > own:
+            return f"a compatibility branch next to `{tail}`; left as it is"
+        if isinstance(ancestor, cst.FunctionDef | cst.ClassDef):
+            break
+    return None
 
 
 _EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),

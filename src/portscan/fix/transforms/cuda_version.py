@@ -1,13 +1,14 @@
-"""``torch.version.cuda`` used as a value that cannot be None.
+"""``torch.version.cuda`` used in a check that raises on None.
 
-* Inside a comparison (``torch.version.cuda >= "11.8"``,
-  ``version.parse(torch.version.cuda) < version.parse("11")``,
-  ``int(torch.version.cuda.split(".")[0]) >= 11``): the comparison becomes
-  ``(torch.version.cuda is not None and <comparison>)``. Safe: wherever the original
-  did not raise, the result is the same; on ROCm it is False instead of a TypeError.
-* Anywhere else (``torch.version.cuda.split(".")``, ``float(torch.version.cuda)``):
-  ``(torch.version.cuda or "0.0")``. Unsafe: on ROCm the code now sees CUDA "0.0",
-  so version-dependent code takes its oldest-CUDA branch; review that it suits ROCm.
+Inside a comparison (``torch.version.cuda >= "11.8"``,
+``version.parse(torch.version.cuda) < version.parse("11")``,
+``int(torch.version.cuda.split(".")[0]) >= 11``) the comparison becomes
+``torch.version.cuda is not None and <comparison>``. Wherever the original did not
+raise the result is the same; on ROCm the check is False instead of a TypeError.
+
+Anywhere else the value itself is needed (``cuda_major = int(torch.version.cuda[0])``)
+and no stand-in is right for every caller (a "0.0" would turn a crash into a wrong
+version check), so those places are left to the user with the rule's rewrite.
 """
 
 from __future__ import annotations
@@ -17,13 +18,13 @@ from collections.abc import Sequence
 import libcst as cst
 
 from portscan.fix.rewrite import Declined, FixContext
-from portscan.fix.spec import NEEDS_UNSAFE, Tier
+from portscan.fix.spec import Tier
 from portscan.fix.transforms import TransformResult
 from portscan.match import Match
 
-#: Nodes a comparison is not looked for beyond: the value would not be evaluated there.
-_BOUNDARIES = (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda, cst.BaseComp,
-               cst.BooleanOperation, cst.IfExp)
+#: Nodes a comparison is not looked for beyond: from outside them, the value is not
+#: always evaluated when the comparison is (a branch, a lambda, a statement boundary).
+_BOUNDARIES = (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda, cst.BooleanOperation, cst.IfExp)
 
 
 def _comparison(ctx: FixContext, node: cst.CSTNode) -> cst.Comparison | None:
@@ -32,7 +33,13 @@ def _comparison(ctx: FixContext, node: cst.CSTNode) -> cst.Comparison | None:
             return ancestor
         if isinstance(ancestor, _BOUNDARIES):
             return None
+        if isinstance(ancestor, cst.BaseComp) and not _contains(ancestor.for_in.iter, node):
+            return None  # only a comprehension's first iterable is evaluated up front
     return None
+
+
+def _contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+    return outer is inner or any(_contains(c, inner) for c in outer.children)
 
 
 def _stands_alone(ctx: FixContext, node: cst.CSTNode) -> bool:
@@ -51,7 +58,6 @@ def _is_not_none(reference: cst.BaseExpression) -> cst.Comparison:
 
 def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> TransformResult:
     comparisons: dict[cst.Comparison, Match] = {}
-    stand_ins: dict[cst.CSTNode, Match] = {}
     declined: list[Declined] = []
     for match in matches:
         node = match.node
@@ -59,11 +65,10 @@ def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -
         comparison = _comparison(ctx, node)
         if comparison is not None:
             comparisons.setdefault(comparison, match)
-        elif unsafe:
-            stand_ins[node] = match
         else:
-            declined.append(Declined(match, NEEDS_UNSAFE))
-    if not comparisons and not stand_ins:
+            declined.append(Declined(match, "not a comparison: the version itself is used, so "
+                                            "branch on torch.version.hip by hand"))
+    if not comparisons:
         return TransformResult(None, declined=tuple(declined))
 
     class Rewrite(cst.CSTTransformer):
@@ -75,15 +80,10 @@ def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -
                 return cst.BooleanOperation(guard, cst.And(), updated.with_changes(lpar=(), rpar=()),
                                             lpar=[cst.LeftParen()] if wrap else [],
                                             rpar=[cst.RightParen()] if wrap else [])
-            if original in stand_ins:
-                assert isinstance(updated, cst.BaseExpression)
-                return cst.BooleanOperation(updated.with_changes(lpar=(), rpar=()), cst.Or(),
-                                            cst.SimpleString('"0.0"'),
-                                            lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             return updated
 
     module = ctx.module.visit(Rewrite())
-    fixed = [(m, Tier.SAFE) for m in comparisons.values()] + [(m, Tier.UNSAFE) for m in stand_ins.values()]
+    fixed = [(m, Tier.SAFE) for m in comparisons.values()]
     # every match inside a rewritten comparison is fixed with it
     covered = {id(m) for m, _ in fixed}
     for match in matches:
