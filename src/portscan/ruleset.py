@@ -242,9 +242,8 @@ class RuleSet:
         self._compounds = tuple((t, re.compile(r"(?<!\w)" + re.escape(t) + r"(?!\w)"))
                                 for t in sorted(words - self._words))
         #: substrings from regexes ("rocm" in "^(?i:rocm|hip)"), found anywhere
-        self._fragments = tuple((f, re.compile(re.escape(f.text), re.IGNORECASE if f.ignore_case else 0))
-                                for f in sorted((t for t in tokens if isinstance(t, Fragment)),
-                                                key=lambda f: (f.text, f.ignore_case)))
+        self._fragments = tuple(sorted((t for t in tokens if isinstance(t, Fragment)),
+                                       key=lambda f: (f.text, f.ignore_case)))
 
     def for_surface(self, kind: str) -> tuple[Rule, ...]:
         """Rules that apply to files of this kind (see ``Pattern.surfaces``)."""
@@ -280,7 +279,9 @@ class RuleSet:
         """
         present: set[Token] = set(self._words.intersection(_WORD.findall(text)))
         present.update(t for t, bounded in self._compounds if t in text and bounded.search(text))
-        present.update(f for f, search in self._fragments if search.search(text))
+        folded = text.casefold() if any(f.ignore_case for f in self._fragments) else text
+        present.update(f for f in self._fragments  # plain substring tests: no regex needed
+                       if (f.text.casefold() in folded if f.ignore_case else f.text in text))
         if not present:
             return ()
         return tuple(rule for rule in self.for_surface("python")

@@ -191,6 +191,12 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
     """Fix one Python source. Never raises for bad input: see ``FileFix.error``."""
     if not any(r.fix is not None for r in rules.candidates(text)):
         return FileFix(path, text, text)
+    try:  # most files with a candidate rule have nothing to fix: find out without a codemod
+        if not any(m.rule.fix is not None and m.guard is None and m.fixable
+                   for m in match_python(parse_python(text), rules.candidates(text), first_party)):
+            return FileFix(path, text, text)
+    except SourceError as exc:
+        return FileFix(path, text, text, error=exc.message)
     compiled = _compiles(text, path)
     module_name, package = module_names(path)
     current = text

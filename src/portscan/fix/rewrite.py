@@ -9,6 +9,8 @@ after the rewrite. Both run when the pass ends (see :mod:`portscan.fix.engine`).
 from __future__ import annotations
 
 import contextlib
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import libcst as cst
@@ -55,9 +57,21 @@ class FixContext:
         assert context.wrapper is not None
         self.context = context
         self.module = context.wrapper.module
-        self._parents = context.wrapper.resolve(ParentNodeProvider)
-        self._scopes = context.wrapper.resolve(ScopeProvider)
-        self._positions = context.wrapper.resolve(PositionProvider)
+
+    @functools.cached_property
+    def _parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
+        assert self.context.wrapper is not None
+        return self.context.wrapper.resolve(ParentNodeProvider)
+
+    @functools.cached_property
+    def _scopes(self) -> Mapping[cst.CSTNode, Scope | None]:
+        assert self.context.wrapper is not None
+        return self.context.wrapper.resolve(ScopeProvider)
+
+    @functools.cached_property
+    def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:
+        assert self.context.wrapper is not None
+        return self.context.wrapper.resolve(PositionProvider)
 
     # -- structure --------------------------------------------------------------
 
