@@ -312,3 +312,34 @@ def test_cuda_version_guard_only_where_it_keeps_meaning(rules, line: str, fixed:
 def test_compatibility_shims_for_old_torch_are_left_alone(rules, source: str) -> None:
     result = fix_source(source, "a.py", rules.select(["PS316"]))
     assert not result.changed and result.not_fixed
+
+
+def test_a_guarded_apex_import_left_empty_goes_away(rules) -> None:
+    source = ("import torch\n\ndef main(args, model, optimizer, loader):\n    if args.fp16:\n"
+              "        try:\n            from apex import amp\n        except ImportError:\n"
+              "            raise ImportError(\"Please install apex\")\n"
+              "        model, optimizer = amp.initialize(model, optimizer, opt_level=args.level)\n"
+              "    for x in loader:\n        loss = model(x)\n        if args.fp16:\n"
+              "            with amp.scale_loss(loss, optimizer) as scaled:\n                scaled.backward()\n"
+              "        else:\n            loss.backward()\n        optimizer.step()\n")
+    fixed = fix_source(source, "a.py", rules, unsafe=True).fixed
+    assert "try:" not in fixed and "apex" not in fixed
+    assert "    if args.fp16:\n        scaler = torch.amp.GradScaler(\"cuda\", enabled=args.level != \"O0\")\n" in fixed
+    compile(fixed, "a.py", "exec")
+
+
+def test_amp_in_a_closure_of_the_initializing_function(rules) -> None:
+    source = ("from apex import amp\n\ndef train(model, optimizer, loader):\n"
+              "    model, optimizer = amp.initialize(model, optimizer)\n\n    def update(batch):\n"
+              "        loss = model(batch).sum()\n        with amp.scale_loss(loss, optimizer) as s:\n"
+              "            s.backward()\n        optimizer.step()\n\n    for batch in loader:\n        update(batch)\n")
+    fixed = fix_source(source, "a.py", rules, unsafe=True).fixed
+    assert "    scaler = torch.amp.GradScaler(\"cuda\")\n" in fixed
+    assert "        scaler.scale(loss).backward()\n        scaler.step(optimizer)\n" in fixed
+
+
+def test_a_comment_does_not_make_a_compatibility_branch(rules) -> None:
+    source = ("from apex.parallel import DistributedDataParallel as DDP\nif distributed:\n"
+              "    # model = torch.nn.parallel.DistributedDataParallel(model)\n    model = DDP(model)\n")
+    fixed = fix_source(source, "a.py", rules, unsafe=True).fixed
+    assert "    model = torch.nn.parallel.DistributedDataParallel(model)\n" in fixed

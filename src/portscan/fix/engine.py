@@ -14,6 +14,7 @@ parse and, when the input compiled, compile, or the file is left as it was.
 from __future__ import annotations
 
 import copy
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -179,11 +180,39 @@ def module_names(path: str) -> tuple[str, str]:
 
 
 def _compiles(text: str, path: str) -> bool:
-    try:
-        compile(text, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return False
+    with warnings.catch_warnings():  # the file's own SyntaxWarnings are not ours to print
+        warnings.simplefilter("ignore")
+        try:
+            compile(text, path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            return False
     return True
+
+
+class _DropDeadTry(cst.CSTTransformer):
+    """``try: pass`` / ``except ImportError: raise ...`` is what is left of a guarded import
+    whose names a fix no longer uses: nothing in it can run, so it goes."""
+
+    def leave_Try(self, original_node: cst.Try, updated_node: cst.Try):  # type: ignore[override]
+        body = [s for line in updated_node.body.body
+                for s in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+        if not body or not all(isinstance(s, cst.Pass) for s in body) \
+                or updated_node.orelse is not None or updated_node.finalbody is not None:
+            return updated_node
+        for handler in updated_node.handlers:
+            caught = cst.helpers.get_full_name_for_node(handler.type) if handler.type is not None else None
+            raises = [s for line in handler.body.body
+                      for s in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+            if caught not in ("ImportError", "ModuleNotFoundError") \
+                    or not all(isinstance(s, cst.Raise) for s in raises):
+                return updated_node
+        return cst.RemoveFromParent()
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+                            ) -> cst.IndentedBlock:
+        if updated_node.body:
+            return updated_node
+        return updated_node.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
 
 
 def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
@@ -213,7 +242,10 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
         last = _Pass(context, rules.candidates(current), first_party, unsafe)
         try:
-            new = last.transform_module(module).code
+            fixed = last.transform_module(module)
+            if last.applied:
+                fixed = fixed.visit(_DropDeadTry())
+            new = fixed.code
         except Exception as exc:  # noqa: BLE001 - a fix bug must not lose the file
             return FileFix(path, text, text, error=f"a fix failed ({type(exc).__name__}: {exc}); "
                                                    "the file is unchanged; please report it")

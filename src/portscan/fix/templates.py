@@ -63,16 +63,32 @@ def _compatibility_path(ctx: FixContext, node: cst.CSTNode, target: str) -> str 
     """Why ``node`` looks like the old-version branch of a compatibility shim, if it does:
     inside an ``except`` handler, or in a conditional that also spells the target
     (``torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()``)."""
-    tail = ".".join(target.split(".")[-2:])
-    own = ctx.module.code_for_node(node).count(tail)
+    tail = target.split(".")[-2:]
+    own = _spellings(node, tail)
     for ancestor in ctx.ancestors(node):
         if isinstance(ancestor, cst.ExceptHandler | cst.ExceptStarHandler):
             return "in an `except` handler: a fallback path, likely for older versions; left as it is"
-        if isinstance(ancestor, cst.If | cst.IfExp) and ctx.module.code_for_node(ancestor).count(tail) > own:
-            return f"a compatibility branch next to `{tail}`; left as it is"
+        if isinstance(ancestor, cst.If | cst.IfExp) and _spellings(ancestor, tail) > own:
+            return f"a compatibility branch next to `{'.'.join(tail)}`; left as it is"
         if isinstance(ancestor, cst.FunctionDef | cst.ClassDef):
             break
     return None
+
+
+def _spellings(node: cst.CSTNode, tail: list[str]) -> int:
+    """How many names in the code under ``node`` end in ``tail`` (comments and strings
+    do not count)."""
+    count = 0
+
+    class Count(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            nonlocal count
+            name = cst.helpers.get_full_name_for_node(attribute)
+            if name is not None and name.split(".")[-len(tail):] == tail:
+                count += 1
+
+    node.visit(Count())
+    return count
 
 
 _EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),

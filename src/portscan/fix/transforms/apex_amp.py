@@ -224,14 +224,17 @@ class _Builder:
         if not scales:
             raise Decline("no amp.scale_loss in this module")
         self.function = _function(self.ctx, initializes[0])
-        scaler, enabled, conditional = self.initialize(initializes[0])
         for call in [*scales, *masters]:
             where = _function(self.ctx, call)
-            if where is not self.function and self.function is not self.ctx.module:
-                raise Decline("amp.scale_loss is in another function than amp.initialize")
+            if where is not self.function and self.function is not self.ctx.module \
+                    and self.function not in self.ctx.ancestors(where):
+                raise Decline("amp.scale_loss is in another function than amp.initialize (not a closure "
+                              "of it): the scaler would have to be passed along by hand")
+        self.functions = {_function(self.ctx, call) for call in scales} | {self.function}
+        scaler, enabled, conditional = self.initialize(initializes[0])
         optimizers = [self.scale_loss(call, scaler) for call in scales]
-        self.steps(scales, optimizers, scaler)
-        self.clipping(masters, optimizers, scaler)
+        steps = self.steps(scales, optimizers, scaler)
+        self.clipping(masters, optimizers, scaler, steps)
         self.autocast(scales, scaler, enabled or conditional)
 
     # -- amp.initialize -> GradScaler ---------------------------------------------------
@@ -310,10 +313,10 @@ class _Builder:
         return scaler, bool(enabled_parts), conditional
 
     def scaler_name(self) -> str:
-        scope = self.ctx.scope(self.function if self.function is self.ctx.module
-                               else self.function.body.body[0])  # type: ignore[attr-defined]
+        scopes = [self.ctx.scope(f if f is self.ctx.module else f.body.body[0])  # type: ignore[attr-defined]
+                  for f in self.functions]
         for name in SCALER_NAMES:
-            if scope is None or not scope[name]:
+            if all(scope is not None and not scope[name] for scope in scopes):
                 return name
         raise Decline("the names for a GradScaler are all taken")
 
@@ -354,10 +357,12 @@ class _Builder:
 
     # -- optimizer.step() -> scaler.step(optimizer); scaler.update() --------------------
 
-    def steps(self, scales: list[cst.Call], optimizers: list[cst.BaseExpression], scaler: str) -> None:
+    def steps(self, scales: list[cst.Call], optimizers: list[cst.BaseExpression], scaler: str
+              ) -> list[cst.BaseStatement]:
         ctx = self.ctx
         wanted = {_code(ctx, o) for o in optimizers}
         found: set[str] = set()
+        statements: list[cst.BaseStatement] = []
         for function in {_function(ctx, call) for call in scales}:
             for statement in _statements(function):
                 small = _single_small(statement)
@@ -380,33 +385,41 @@ class _Builder:
                     return [step.with_changes(leading_lines=updated.leading_lines), update]
 
                 self.plan.replace[statement] = rewrite
+                statements.append(statement)
         missing = wanted - found
         if missing:
             raise Decline(f"no `{sorted(missing)[0]}.step()` next to amp.scale_loss")
+        return statements
 
     # -- clipping: amp.master_params(opt) and clip_grad_*_ need unscaled gradients ------
 
-    def clipping(self, masters: list[cst.Call], optimizers: list[cst.BaseExpression], scaler: str) -> None:
+    def clipping(self, masters: list[cst.Call], optimizers: list[cst.BaseExpression], scaler: str,
+                 steps: list[cst.BaseStatement]) -> None:
+        """apex unscales gradients when ``scale_loss`` exits, so clipping saw true gradients:
+        ``scaler.unscale_(opt)`` goes before it. That is only right where clipping runs once
+        per ``scaler.step`` -- before the step, in the step's own block."""
         ctx = self.ctx
         statements: dict[cst.BaseStatement, cst.BaseExpression] = {}
         for call in masters:
             argument = _argument(call, 0, "optimizer")
             if argument is None or len(call.args) != 1:
                 raise Decline("amp.master_params(...) without exactly one optimizer")
-            optimizer = argument.value
-            self.plan.expressions[call] = _params_of(optimizer)
+            self.plan.expressions[call] = _params_of(argument.value)
             self.ctx.release_imports(call.func)
-            statements.setdefault(_statement_of(ctx, call), optimizer)
-        distinct = {_code(ctx, o): o for o in optimizers}
-        for function in {_function(ctx, s) for s in statements} | {self.function}:
-            for statement in _statements(function):
-                if statement in statements or not _calls_any(ctx, statement, CLIPPING):
-                    continue
-                if len(distinct) != 1:
-                    raise Decline("gradient clipping with several optimizers")
-                statements[statement] = next(iter(distinct.values()))
+            statements.setdefault(_statement_of(ctx, call), argument.value)
+        if not masters:  # clipping model.parameters() right after scale_loss also saw unscaled grads
+            distinct = {_code(ctx, o): o for o in optimizers}
+            for function in self.functions:
+                for statement in _statements(function):
+                    if _calls_any(ctx, statement, CLIPPING):
+                        if len(distinct) != 1:
+                            raise Decline("gradient clipping with several optimizers")
+                        statements[statement] = next(iter(distinct.values()))
         seen_blocks: set[int] = set()
         for statement in sorted(statements, key=lambda s: ctx.line(s)):
+            if not any(_runs_before(ctx, statement, step) for step in steps):
+                raise Decline("gradient clipping does not run once per optimizer.step() (gradient "
+                              "accumulation?); move it next to the step by hand")
             block = ctx.parent(statement)
             if id(block) in seen_blocks:
                 continue
@@ -418,22 +431,33 @@ class _Builder:
     # -- the forward pass under autocast -------------------------------------------------
 
     def autocast(self, scales: list[cst.Call], scaler: str, follow_scaler: bool) -> None:
+        """Put the statements that compute each loss under autocast: in the innermost block
+        (up to the loop or function body) where a statement before ``scale_loss`` assigns
+        the loss, everything from the block's start (or the last statement the rewrite
+        touches) up to ``scale_loss``."""
         ctx = self.ctx
-        busy = {s for s in self.plan.replace} | set(self.plan.before)
+        busy = set(self.plan.replace) | set(self.plan.before)
         for call in scales:
-            block, index = _block_child(ctx, call, lambda owner: isinstance(
-                owner, cst.For | cst.While | cst.FunctionDef | cst.Module))
-            body = list(block.body)  # type: ignore[attr-defined]
-            first = index
-            while first > 0:
-                candidate = body[first - 1]
-                if _docstring(candidate) or isinstance(candidate, cst.FunctionDef | cst.ClassDef) \
-                        or any(_contains(ctx, candidate, b) for b in busy) \
-                        or _has_global(candidate):
+            loss = _argument(call, 0, "loss")
+            assert loss is not None
+            names = _names_in(loss.value)
+            region = None
+            for block, index in _enclosing_blocks(ctx, call):
+                body = list(block.body)  # type: ignore[attr-defined]
+                first = index
+                while first > 0:
+                    candidate = body[first - 1]
+                    if _docstring(candidate) or isinstance(candidate, cst.FunctionDef | cst.ClassDef) \
+                            or any(_contains(ctx, candidate, b) for b in busy) or _has_global(candidate):
+                        break
+                    first -= 1
+                if any(names & _assigned(statement) for statement in body[first:index]):
+                    region = (block, first, index)
                     break
-                first -= 1
-            if first == index:
-                raise Decline("no forward pass before amp.scale_loss in its block to put under autocast")
+            if region is None:
+                raise Decline("the loss is not computed before amp.scale_loss in the same loop or "
+                              "function; put its forward pass under autocast by hand")
+            block, first, index = region
             regions = self.plan.wraps.setdefault(block, [])
             if (first, index) not in regions:
                 regions.append((first, index))
@@ -443,6 +467,69 @@ class _Builder:
             arguments.append(cst.Arg(cst.parse_expression(f"{scaler}.is_enabled()"),
                                      keyword=cst.Name("enabled"), equal=_EQUAL))
         self.autocast_call = cst.Call(self.expression("torch.amp.autocast", scales[0]), arguments)
+
+
+def _enclosing_blocks(ctx: FixContext, node: cst.CSTNode) -> list[tuple[cst.CSTNode, int]]:
+    """(block, index of the statement holding ``node``), innermost first, up to the body of
+    the loop or function (or the module) that runs it."""
+    found: list[tuple[cst.CSTNode, int]] = []
+    child = node
+    for ancestor in ctx.ancestors(node):
+        if isinstance(ancestor, cst.IndentedBlock | cst.Module):
+            found.append((ancestor, list(ancestor.body).index(child)))  # type: ignore[arg-type]
+            owner = ctx.parent(ancestor) if isinstance(ancestor, cst.IndentedBlock) else ancestor
+            if isinstance(owner, cst.For | cst.While | cst.FunctionDef | cst.Module):
+                break
+        child = ancestor
+    return found
+
+
+def _names_in(expression: cst.CSTNode) -> set[str]:
+    found: set[str] = set()
+
+    class Names(cst.CSTVisitor):
+        def visit_Name(self, node: cst.Name) -> None:
+            found.add(node.value)
+
+    expression.visit(Names())
+    return found
+
+
+def _assigned(statement: cst.CSTNode) -> set[str]:
+    """Plain names a statement assigns, looking into its blocks but not into nested defs."""
+    found: set[str] = set()
+
+    class Targets(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return False
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            found.update(_names_in(node.target))
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            found.update(_names_in(node.target))
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            found.update(_names_in(node.target))
+
+    statement.visit(Targets())
+    return found
+
+
+def _runs_before(ctx: FixContext, statement: cst.CSTNode, step: cst.CSTNode) -> bool:
+    """Does ``statement`` run once before ``step``: inside a statement that precedes the step
+    in the step's own block, not within a loop there?"""
+    block = ctx.parent(step)
+    body = list(getattr(block, "body", ()))
+    for ancestor in [statement, *ctx.ancestors(statement)]:
+        if ctx.parent(ancestor) is block:
+            return ancestor in body and body.index(ancestor) < body.index(step)
+        if isinstance(ancestor, cst.For | cst.While | cst.FunctionDef):
+            return False
+    return False
 
 
 _EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
