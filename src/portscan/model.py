@@ -60,6 +60,9 @@ class Finding:
     references: tuple[str, ...]
     guard: str | None = None  #: why the severity was lowered (see portscan.match.guards)
     fix: str | None = None  #: ``safe``/``unsafe`` when the rule declares a fix for this place
+    #: hash of rule, path and the finding's source lines with whitespace normalised: stable
+    #: when code moves (see :func:`portscan.scan.fingerprint`); baselines and SARIF use it
+    fingerprint: str = ""
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.span.line, self.span.column, self.rule)

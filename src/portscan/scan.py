@@ -9,6 +9,7 @@ into the kernel scan.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
@@ -58,15 +59,26 @@ MATCHERS: dict[str, Callable[[str, Sequence[Rule]], list[Match]]] = {
 }
 
 
-def to_finding(match: Match, path: str, lines: LineIndex) -> Finding:
+def fingerprint(rule: str, path: str, text: str) -> str:
+    """A finding's identity that survives moves: rule, path and its source lines with all
+    whitespace collapsed (semgrep's "syntactic context"), hashed."""
+    normalised = " ".join(text.split())
+    return hashlib.sha256(f"{rule}\0{path}\0{normalised}".encode()).hexdigest()[:20]
+
+
+def to_finding(match: Match, path: str, lines: LineIndex, text: str) -> Finding:
     rule = match.rule
     severity = guarded_severity(rule.severity, match.guard, rule.pattern.kind == "import")
+    span = lines.span(match.start, match.end)
+    first, last = lines.starts[span.line - 1], lines.starts[span.end_line] if span.end_line < len(
+        lines.starts) else len(text)
     return Finding(
         rule=rule.code, name=rule.name, severity=severity, category=rule.category,
-        confidence=rule.confidence, path=path, span=lines.span(match.start, match.end),
+        confidence=rule.confidence, path=path, span=span,
         message=rule.render_message(match.variables), rewrite=rule.rewrite,
         references=rule.references, guard=match.guard,
         fix=rule.fix.tier.value if rule.fix is not None and match.guard is None and match.fixable else None,
+        fingerprint=fingerprint(rule.code, path, text[first:last]),
     )
 
 
@@ -101,7 +113,7 @@ def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str
         if "matched" not in match.variables and isinstance(match.variables, dict):
             match.variables["matched"] = snippet(text[match.start:match.end])
     lines = LineIndex(text)
-    return tuple(sorted((to_finding(m, path, lines) for m in matches), key=Finding.sort_key))
+    return tuple(sorted((to_finding(m, path, lines, text) for m in matches), key=Finding.sort_key))
 
 
 def read_source(path: Path, kind: str) -> str:

@@ -29,6 +29,7 @@ def finding_to_dict(finding: Finding) -> dict[str, object]:
         "references": list(finding.references),
         "guard": finding.guard,
         "fix": finding.fix,
+        "fingerprint": finding.fingerprint,
     }
 
 
