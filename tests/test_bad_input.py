@@ -85,8 +85,8 @@ def test_file_deleted_between_discovery_and_reading(tmp_path: Path, rules, monke
 
     real = scan_module.discover
 
-    def discover_then_delete(paths):
-        discovery = real(paths)
+    def discover_then_delete(paths, *args):
+        discovery = real(paths, *args)
         (tmp_path / "gone.py").unlink()
         return discovery
 

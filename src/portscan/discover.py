@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from collections.abc import Iterator, Sequence
 
@@ -112,8 +113,42 @@ def _ignored(specs: list[tuple[Path, pathspec.GitIgnoreSpec]], path: Path, is_di
     return False
 
 
+@dataclass(frozen=True)
+class Excludes:
+    """What a walk leaves out besides ``.gitignore``: the built-in directory names (or the
+    configured ``exclude`` patterns in their place) and ``extend-exclude`` patterns, all
+    gitignore-style and relative to ``base`` (the configuration file's directory)."""
+
+    base: Path = field(default_factory=Path.cwd)
+    patterns: tuple[str, ...] | None = None  #: None: the built-in SKIP_DIRS
+    extra: tuple[str, ...] = ()
+
+    @functools.cached_property
+    def _spec(self) -> pathspec.GitIgnoreSpec | None:
+        lines = [*(self.patterns or ()), *self.extra]
+        return pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+
+    def __call__(self, path: Path, is_dir: bool) -> bool:
+        if is_dir and self.patterns is None and (path.name in SKIP_DIRS or path.name.endswith(".egg-info")):
+            return True
+        if self._spec is None:
+            return False
+        try:
+            rel = path.absolute().relative_to(self.base.absolute()).as_posix()
+        except ValueError:
+            return False
+        return bool(rel) and self._spec.match_file(rel + ("/" if is_dir else ""))
+
+    def covers(self, path: Path) -> bool:
+        """Is this file, named on the command line, excluded (by itself or a parent)?"""
+        if self(path, False):
+            return True
+        return any(self(parent, True) for parent in path.absolute().parents
+                   if parent != parent.parent and parent.is_relative_to(self.base.absolute()))
+
+
 def _walk(directory: Path, root: Path, specs: list[tuple[Path, pathspec.GitIgnoreSpec]],
-          errors: list[FileError]) -> Iterator[SourcePath]:
+          errors: list[FileError], excludes: Excludes) -> Iterator[SourcePath]:
     spec = _gitignore(directory)
     if spec is not None:
         specs = [*specs, (directory, spec)]
@@ -127,11 +162,10 @@ def _walk(directory: Path, root: Path, specs: list[tuple[Path, pathspec.GitIgnor
         path = Path(entry.path)
         try:
             if entry.is_dir(follow_symlinks=False):
-                if (entry.name in SKIP_DIRS or entry.name.endswith(".egg-info")
-                        or _is_environment(path) or _ignored(specs, path, True)):
+                if excludes(path, True) or _is_environment(path) or _ignored(specs, path, True):
                     continue
-                yield from _walk(path, root, specs, errors)
-            elif file_kind(path) is not None and not _ignored(specs, path, False):
+                yield from _walk(path, root, specs, errors, excludes)
+            elif file_kind(path) is not None and not _ignored(specs, path, False) and not excludes(path, False):
                 if entry.is_symlink():
                     target = path.resolve()
                     if not target.is_file() or not target.is_relative_to(root):
@@ -141,14 +175,17 @@ def _walk(directory: Path, root: Path, specs: list[tuple[Path, pathspec.GitIgnor
             errors.append(FileError(relative(path, root), "read", f"cannot stat: {exc.strerror or exc}"))
 
 
-def discover(paths: Sequence[Path]) -> Discovery:
+def discover(paths: Sequence[Path], excludes: Excludes | None = None, force_exclude: bool = False
+             ) -> Discovery:
     """Files to scan below ``paths``, in a stable order, without duplicates.
 
-    Directories are walked (skipping :data:`SKIP_DIRS`, environments and
-    ``.gitignore``d paths, not following directory symlinks); files named
-    explicitly are scanned if portscan reads their kind. Raises :class:`UsageError`
-    for a path that does not exist.
+    Directories are walked (skipping :data:`SKIP_DIRS` or the configured excludes,
+    environments and ``.gitignore``d paths, not following directory symlinks); files
+    named explicitly are scanned if portscan reads their kind, unless ``force_exclude``
+    and the excludes cover them (pre-commit passes every file by name). Raises
+    :class:`UsageError` for a path that does not exist.
     """
+    excludes = excludes or Excludes()
     for path in paths:
         if not path.exists() and not path.is_symlink():
             raise UsageError(f"{path}: no such file or directory")
@@ -157,7 +194,9 @@ def discover(paths: Sequence[Path]) -> Discovery:
     seen: set[Path] = set()
     files: list[SourcePath] = []
     for path in paths:
-        found = (_walk(path.absolute(), root, [], errors) if path.is_dir()
+        if force_exclude and excludes.covers(path):
+            continue
+        found = (_walk(path.absolute(), root, [], errors, excludes) if path.is_dir()
                  else [SourcePath(path, relative(path, root), file_kind(path) or "")]
                  if file_kind(path) is not None else [])
         for source in found:

@@ -208,6 +208,24 @@ def fix_section(rule: Rule) -> list[str]:
     return lines
 
 
+def target_section(rule: Rule) -> list[str]:
+    """How the configured target (``[tool.portscan] target``) changes this rule."""
+    if not rule.targets:
+        return []
+    lines = ["## Depends on the target", "",
+             "With `target = { rocm = ..., arch = ... }` in the configuration, the first matching "
+             "line below decides the severity:", ""]
+    for override in rule.targets:
+        conditions = []
+        if override.arch:
+            conditions.append("arch " + " or ".join(f"`{a}`" for a in override.arch))
+        if override.rocm is not None:
+            conditions.append(f"ROCm `{override.rocm}`")
+        severity = override.severity.value if override.severity else "not reported"
+        lines.append(f"- {' and '.join(conditions)}: **{severity}**. {override.why}")
+    return [*lines, ""]
+
+
 def render_rule_page(rule: Rule) -> str:
     bad = rule.bad[0]
     good = rule.good[0]
@@ -250,6 +268,7 @@ def render_rule_page(rule: Rule) -> str:
         "",
         *fix_section(rule),
         "",
+        *target_section(rule),
         "## Guards",
         "",
         GUARDS_TEXT,

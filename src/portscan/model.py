@@ -78,12 +78,28 @@ class FileError:
 
 
 @dataclass(frozen=True, slots=True)
+class Suppression:
+    """One rule code silenced by one comment (see :mod:`portscan.suppress`)."""
+
+    path: str
+    line: int  #: the comment's line
+    code: str
+    file: bool = False  #: a file-level suppression
+
+    def describe(self) -> str:
+        form = f"portscan: ignore-file[{self.code}]" if self.file else f"noqa: {self.code}"
+        return f"{self.path}:{self.line}: `{form}` silences nothing"
+
+
+@dataclass(frozen=True, slots=True)
 class FileResult:
     """What scanning one file produced: findings, or an error."""
 
     path: str
     findings: tuple[Finding, ...] = ()
     error: FileError | None = None
+    suppressed: int = 0  #: findings silenced by comments or per-file-ignores
+    unused: tuple[Suppression, ...] = ()  #: suppressions that silenced nothing (when asked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,3 +124,5 @@ class ScanResult:
     errors: tuple[FileError, ...] = field(default_factory=tuple)
     extensions: tuple[Extension, ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = field(default_factory=tuple)  #: checks that could not run
+    suppressed: int = 0  #: findings silenced by comments, per-file-ignores or the baseline
+    unused_suppressions: tuple[Suppression, ...] = field(default_factory=tuple)

@@ -16,6 +16,9 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Iterable, Mapping
 
+from packaging.specifiers import SpecifierSet
+
+from portscan.config import Target, specifier
 from portscan.fix.spec import FixSpec, read_fix
 from portscan.model import Confidence, Severity
 from portscan.patterns import Fragment, Pattern, PatternError, TableReader, Token, read_pattern
@@ -29,6 +32,7 @@ _CODE = re.compile(r"^[A-Z]{2,8}[0-9]{3}$")
 _WORD = re.compile(r"\w+")
 _KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _URL = re.compile(r"^https://\S+$")
+_ARCH_GLOB = re.compile(r"^gfx[0-9a-f*?]+$")
 MESSAGE_MAX = 160
 
 
@@ -53,6 +57,17 @@ class Example:
 
 
 @dataclass(frozen=True, slots=True)
+class TargetOverride:
+    """``[[targets]]``: on a matching target the rule reports at ``severity`` (None: not
+    at all), for the stated reason."""
+
+    arch: tuple[str, ...]  #: glob patterns such as ``gfx11*``; empty: any arch
+    rocm: SpecifierSet | None  #: e.g. ``>=7.0``; None: any release
+    severity: Severity | None
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     code: str
     name: str
@@ -69,6 +84,15 @@ class Rule:
     good: tuple[Example, ...]
     origin: str  #: the file it was loaded from
     fix: FixSpec | None = None  #: ``None``: the rewrite is a suggestion only
+    targets: tuple[TargetOverride, ...] = ()
+
+    def severity_for(self, target: Target | None) -> Severity | None:
+        """The severity on ``target`` (None: the rule does not apply there)."""
+        if target is not None and target.is_set:
+            for override in self.targets:
+                if target.matches(override.arch, override.rocm):
+                    return override.severity
+        return self.severity
 
     def render_message(self, variables: Mapping[str, str]) -> str:
         return string.Template(self.message).safe_substitute(variables)
@@ -135,6 +159,29 @@ def _read_fix(data: Any, pattern: Pattern) -> FixSpec | None:
     return fix
 
 
+def _read_targets(data: Any) -> tuple[TargetOverride, ...]:
+    if data is None:
+        return ()
+    if not isinstance(data, list) or not data:
+        raise PatternError("targets", "expected one or more [[targets]] tables")
+    overrides = []
+    for i, table in enumerate(data):
+        r = TableReader(table, f"targets[{i}]")
+        arch = r.texts("arch", required=False, check=_ARCH_GLOB, what="gfx target pattern")
+        rocm_text = r.text("rocm", required=False)
+        try:
+            rocm = specifier(rocm_text) if rocm_text else None
+        except ValueError as exc:
+            raise PatternError(r.key("rocm"), f"not a version condition: {exc}") from None
+        if not arch and rocm is None:
+            raise PatternError(r.key("arch"), "give arch and/or rocm")
+        severity = r.choice("severity", (*(s.value for s in Severity), "off"))
+        overrides.append(TargetOverride(arch, rocm, None if severity == "off" else Severity(severity),
+                                        prose(r.text("why"))))
+        r.finish()
+    return tuple(overrides)
+
+
 def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
     """Validate one decoded rule file. Raises :class:`RuleFileError`."""
     try:
@@ -163,12 +210,14 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
             raise PatternError("message", f"unknown variable ${{{sorted(unknown)[0]}}}; "
                                f"{pattern.kind} rules offer {', '.join(sorted(pattern.variables))}")
         fix = _read_fix(r.raw("fix", False), pattern)
+        targets = _read_targets(r.raw("targets", False))
         rule = Rule(
             code=code, name=name, category=category, severity=severity, confidence=confidence,
             message=message.strip(), rocm=prose(r.text("rocm")),
             rewrite=prose(r.text("rewrite")), references=references, pattern=pattern,
             supersedes=supersedes, bad=_read_examples(r.raw("bad", True), "bad"),
             good=_read_examples(r.raw("good", True), "good"), origin=origin, fix=fix,
+            targets=targets,
         )
         r.finish()
         return rule

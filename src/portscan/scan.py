@@ -10,10 +10,13 @@ into the kernel scan.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+from portscan.config import Config, ignored_codes
 from portscan.discover import (
+    Excludes,
     SourcePath,
     discover,
     file_kind,
@@ -36,7 +39,10 @@ from portscan.match.python import find_extensions, match_python
 from portscan.match.syntax import snippet
 from portscan.match.shell import match_shell
 from portscan.match.yamlfiles import match_compose
-from portscan.model import Extension, FileError, FileResult, Finding, ScanResult
+from portscan.config import Target
+from portscan.suppress import apply as apply_suppressions
+from portscan.suppress import suppressions
+from portscan.model import Extension, FileError, FileResult, Finding, ScanResult, Severity
 from portscan.parse import (
     LineIndex,
     SourceError,
@@ -66,9 +72,10 @@ def fingerprint(rule: str, path: str, text: str) -> str:
     return hashlib.sha256(f"{rule}\0{path}\0{normalised}".encode()).hexdigest()[:20]
 
 
-def to_finding(match: Match, path: str, lines: LineIndex, text: str) -> Finding:
+def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Severity | None = None
+               ) -> Finding:
     rule = match.rule
-    severity = guarded_severity(rule.severity, match.guard, rule.pattern.kind == "import")
+    severity = guarded_severity(base or rule.severity, match.guard, rule.pattern.kind == "import")
     span = lines.span(match.start, match.end)
     first, last = lines.starts[span.line - 1], lines.starts[span.end_line] if span.end_line < len(
         lines.starts) else len(text)
@@ -102,9 +109,10 @@ def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str]
 
 
 def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),
-                kind: str | None = None, hipify: frozenset[str] | None = None
-                ) -> tuple[Finding, ...]:
-    """Findings in one source text; the kind comes from the file name unless given."""
+                kind: str | None = None, hipify: frozenset[str] | None = None,
+                target: Target | None = None) -> tuple[Finding, ...]:
+    """Findings in one source text; the kind comes from the file name unless given. With
+    a ``target``, rules report at the severity they declare for it (or not at all)."""
     kind = kind or file_kind(PurePosixPath(path)) or "python"
     matches = match_text(text, kind, rules, first_party, hipify)
     if not matches:
@@ -113,7 +121,12 @@ def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str
         if "matched" not in match.variables and isinstance(match.variables, dict):
             match.variables["matched"] = snippet(text[match.start:match.end])
     lines = LineIndex(text)
-    return tuple(sorted((to_finding(m, path, lines, text) for m in matches), key=Finding.sort_key))
+    findings = []
+    for match in matches:
+        base = match.rule.severity_for(target)
+        if base is not None:
+            findings.append(to_finding(match, path, lines, text, base))
+    return tuple(sorted(findings, key=Finding.sort_key))
 
 
 def read_source(path: Path, kind: str) -> str:
@@ -121,15 +134,32 @@ def read_source(path: Path, kind: str) -> str:
     return decode_python(data) if kind == "python" else decode_text(data)
 
 
+@dataclass(frozen=True, slots=True)
+class FileSettings:
+    """What a scan applies to each file beyond the rules."""
+
+    target: Target | None = None
+    ignore: tuple[str, ...] = ()  #: code prefixes per-file-ignores turns off for this file
+    report_unused: bool = False  #: list suppressions that silence nothing
+
+
 def scan_file(source: SourcePath, rules: RuleSet, first_party: frozenset[str],
-              hipify: frozenset[str] | None = None, text: str | None = None) -> FileResult:
-    """Scan one file (or ``text`` in its place). Never raises: problems come back as
-    ``FileResult.error``."""
+              hipify: frozenset[str] | None = None, text: str | None = None,
+              settings: FileSettings = FileSettings()) -> FileResult:
+    """Scan one file (or ``text`` in its place), then apply per-file-ignores and the
+    file's suppression comments. Never raises: problems come back as ``FileResult.error``."""
     try:
         if text is None:
             text = read_source(source.path, source.kind)
-        findings = scan_source(text, source.rel, rules, first_party, source.kind, hipify)
-        return FileResult(source.rel, findings)
+        findings = scan_source(text, source.rel, rules, first_party, source.kind, hipify, settings.target)
+        kept = tuple(f for f in findings if not f.rule.startswith(settings.ignore)) if settings.ignore \
+            else findings
+        if not kept and not settings.report_unused:
+            return FileResult(source.rel, (), suppressed=len(findings))
+        comments = [c for c in suppressions(text, source.rel, source.kind) if c.code in rules.by_code]
+        kept, unused = apply_suppressions(kept, comments)
+        return FileResult(source.rel, kept, suppressed=len(findings) - len(kept),
+                          unused=tuple(unused) if settings.report_unused else ())
     except SourceError as exc:
         return FileResult(source.rel, error=FileError(source.rel, exc.kind, exc.message))
     except RecursionError:
@@ -169,9 +199,12 @@ def _extensions_in(source: SourcePath) -> list[tuple[str, int, list[Path], list[
 class _Run:
     """The state of one scan: the queue of files, their results, lazily loaded tables."""
 
-    def __init__(self, rules: RuleSet, root: Path, overrides: Mapping[Path, str]) -> None:
+    def __init__(self, rules: RuleSet, root: Path, overrides: Mapping[Path, str],
+                 config: Config | None, report_unused: bool) -> None:
         self.rules = rules
         self.overrides = overrides
+        self.config = config
+        self.report_unused = report_unused
         self.root = root
         self.project = first_party_modules(root)
         self.local: dict[Path, frozenset[str]] = {}
@@ -196,27 +229,40 @@ class _Run:
             if directory not in self.local:
                 self.local[directory] = self.project | modules_in(directory)
             hipify = self.hipify() if source.kind == "cuda" else None
+            settings = FileSettings(
+                target=self.config.target if self.config else None,
+                ignore=ignored_codes(self.config, source.path) if self.config else (),
+                report_unused=self.report_unused)
             self.results[key] = scan_file(source, self.rules, self.local[directory], hipify,
-                                          self.overrides.get(key))
+                                          self.overrides.get(key), settings)
         return self.results[key]
 
     def source(self, path: Path, kind: str) -> SourcePath:
         return SourcePath(path, relative(path, self.root), kind)
 
 
-def scan_paths(paths: Sequence[Path], rules: RuleSet,
-               overrides: Mapping[Path, str] | None = None) -> ScanResult:
+def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, str] | None = None,
+               *, config: Config | None = None, force_exclude: bool = False, report_unused: bool = False,
+               progress: Callable[[int, int], None] | None = None) -> ScanResult:
     """Scan files and directories. Raises :class:`portscan.discover.UsageError` for a
     path that does not exist; every per-file problem lands in ``errors``.
+
     ``overrides`` maps absolute paths to text scanned instead of the file's content
-    (``portscan fix --diff`` scans the tree as it would be after fixing)."""
-    discovery = discover(paths)
-    run = _Run(rules, discovery.root, overrides or {})
+    (``portscan fix --diff`` scans the tree as it would be after fixing). ``config``
+    brings excludes, per-file-ignores and the target; ``force_exclude`` applies the
+    excludes to files named explicitly; ``progress(done, total)`` is called per file."""
+    excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
+    discovery = discover(paths, excludes, force_exclude)
+    run = _Run(rules, discovery.root, overrides or {}, config, report_unused)
     queue = list(discovery.files)
     extensions: list[Extension] = []
+    done = 0
     while queue:
         source = queue.pop(0)
         run.scan(source)
+        done += 1
+        if progress is not None:
+            progress(done, done + len(queue))
         if source.kind == "requirements":
             try:
                 text = read_source(source.path, "requirements")
@@ -242,4 +288,6 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet,
         errors=tuple(sorted(errors, key=lambda e: e.path)),
         extensions=tuple(sorted(extensions, key=lambda e: (e.path, e.line))),
         notes=tuple(run.notes),
+        suppressed=sum(r.suppressed for r in run.results.values()),
+        unused_suppressions=tuple(u for r in run.results.values() for u in r.unused),
     )

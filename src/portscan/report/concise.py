@@ -1,0 +1,37 @@
+"""``--format concise``: one line per finding, as compilers and linters print them.
+
+``path:line:col: CODE [severity] message``, then ``path: error: message`` for each file
+that could not be scanned. Nothing else: summaries go to stderr elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+
+from portscan.model import FileError, Finding, ScanResult
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+FIX_SUFFIX = {"safe": " [fix]", "unsafe": " [unsafe fix]"}
+
+
+def _one_line(text: str) -> str:
+    return _LINE_BREAK.sub(" ", text)
+
+
+def finding_line(finding: Finding) -> str:
+    line = (f"{finding.path}:{finding.span.line}:{finding.span.column}: {finding.rule} "
+            f"[{finding.severity.value}] {_one_line(finding.message)}")
+    if finding.guard:
+        line += f" (guarded: {finding.guard})"
+    if finding.fix:
+        line += FIX_SUFFIX.get(finding.fix, f" [{finding.fix} fix]")
+    return line
+
+
+def error_line(error: FileError) -> str:
+    return f"{error.path}: error: {_one_line(error.message)}"
+
+
+def render_concise(result: ScanResult) -> str:
+    lines = [finding_line(f) for f in result.findings] + [error_line(e) for e in result.errors]
+    return "".join(line + "\n" for line in lines)

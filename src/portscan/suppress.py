@@ -1,0 +1,77 @@
+"""Inline suppressions: ``# noqa: PS101``, ``# portscan: ignore[PS101]``, and file-level
+``# portscan: ignore-file[PS101]``.
+
+Codes are required: a bare ``# noqa`` (which other linters understand) silences no
+portscan finding, and codes of other tools in the same comment are left to them. A
+line comment applies to findings that start or end on its line (for a statement over
+several lines, put it on the first or the last). In Python only real comments count
+(the tokenizer tells them from strings); in other files ``#`` (``//`` in CUDA/C++)
+starts the comment. Suppressions that silence nothing can be listed
+(``--report-unused-noqa``).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from collections.abc import Iterable, Iterator
+
+from portscan.model import Finding, Suppression
+from portscan.parse import split_lines
+
+_CODE = re.compile(r"\b[A-Z]{2,8}[0-9]{3}\b")
+_NOQA = re.compile(r"(?i)\bnoqa\s*:\s*(?P<codes>[A-Z]{1,8}[0-9]{1,3}(?:[\s,]+[A-Z]{1,8}[0-9]{1,3})*)")
+_IGNORE = re.compile(r"portscan\s*:\s*ignore\s*\[(?P<codes>[^\]]*)\]")
+_FILE = re.compile(r"portscan\s*:\s*(?:ignore-file\s*\[(?P<bracket>[^\]]*)\]|noqa\s*:\s*(?P<list>[A-Z0-9,\s]+))")
+
+
+def comments(text: str, kind: str) -> Iterator[tuple[int, str]]:
+    """(line, comment text) for every comment in a file of this kind."""
+    if kind == "python":
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(text).readline):
+                if token.type == tokenize.COMMENT:
+                    yield token.start[0], token.string
+            return
+        except (tokenize.TokenError, SyntaxError, IndentationError):
+            pass  # fall back to the plain line scan below
+    marker = "//" if kind == "cuda" else "#"
+    for number, line in enumerate(split_lines(text), start=1):
+        index = line.find(marker)
+        if index >= 0:
+            yield number, line[index:]
+
+
+def suppressions(text: str, path: str, kind: str) -> list[Suppression]:
+    """Every portscan code a comment in the file silences."""
+    if "noqa" not in text and "portscan" not in text:
+        return []
+    found: list[Suppression] = []
+    for line, comment in comments(text, kind):
+        for match in _FILE.finditer(comment):
+            codes = match.group("bracket") if match.group("bracket") is not None else match.group("list")
+            found += [Suppression(path, line, code, file=True) for code in _CODE.findall(codes or "")]
+        if _FILE.search(comment):
+            continue
+        for pattern in (_NOQA, _IGNORE):
+            for match in pattern.finditer(comment):
+                found += [Suppression(path, line, code) for code in _CODE.findall(match.group("codes"))]
+    return found
+
+
+def apply(findings: Iterable[Finding], found: list[Suppression]
+          ) -> tuple[tuple[Finding, ...], list[Suppression]]:
+    """(findings left, suppressions that silenced nothing)."""
+    if not found:
+        return tuple(findings), []
+    used: set[Suppression] = set()
+    kept = []
+    for finding in findings:
+        matching = [s for s in found if s.code == finding.rule
+                    and (s.file or s.line in (finding.span.line, finding.span.end_line))]
+        if matching:
+            used.update(matching)
+        else:
+            kept.append(finding)
+    return tuple(kept), [s for s in found if s not in used]
