@@ -1,27 +1,34 @@
-"""Command line: parse arguments, run a stage, print, return the exit code.
+"""Command line: parse arguments, resolve the configuration, run a stage, print, return
+the exit code.
 
-Exit codes (ruff's convention):
-  0  scan: nothing found and every file could be scanned; verify: PASS
-  1  scan: findings, or files that could not be read or parsed; verify: FAIL
-  2  usage error, broken rule file, or an internal error
+Exit codes (Ruff's convention):
+  0  scan: no finding at or above --fail-on and every file could be scanned; verify: PASS
+  1  scan/fix: findings remain (or files could not be read); verify: FAIL
+  2  usage error, invalid configuration or rule file, or an internal error
+Machine-readable output goes to stdout; human chatter to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Sequence
 
 from portscan import __version__
+from portscan.model import Severity
 
 if TYPE_CHECKING:
     from typing import TextIO
 
     from rich.console import Console
 
+    from portscan.config import Config
+    from portscan.model import ScanResult
     from portscan.ruleset import Rule, RuleSet
 
 EXIT_CLEAN = 0
@@ -30,9 +37,14 @@ EXIT_ERROR = 2
 
 EPILOG = """\
 exit status:
-  0  no findings, and every file could be scanned
-  1  findings, or files that could not be read or parsed
-  2  usage error, invalid rule file, or internal error
+  0  no findings at or above --fail-on, and every file could be scanned
+  1  findings at or above --fail-on (default: any), files that could not be read or
+     parsed, or (with --report-unused-noqa) suppressions that silence nothing
+  2  usage error, invalid configuration or rule file, or internal error
+  --exit-zero turns 1 into 0; 2 stays 2
+
+configuration: [tool.portscan] in the nearest pyproject.toml, or portscan.toml
+(docs/configuration.md); command-line flags override it
 """
 
 FIX_EPILOG = """\
@@ -42,17 +54,44 @@ tiers:
   (rules without a fix only suggest a rewrite; `portscan explain CODE` shows it)
 
 exit status:
-  0  no findings remain (with --diff: nothing would change)
-  1  findings remain, or a file could not be fixed (with --diff: something would change)
-  2  usage error, invalid rule file, or internal error
+  0  no findings at or above --fail-on remain (with --diff: nothing would change)
+  1  findings remain, a file could not be fixed, or (with --exit-non-zero-on-fix) a file
+     was changed (with --diff: something would change)
+  2  usage error, invalid configuration or rule file, or internal error
 """
 
+FORMATS = ("full", "concise", "json", "sarif", "github", "markdown")
+MACHINE_FORMATS = ("json", "sarif", "github")
 
-def add_rule_selection(parser: argparse.ArgumentParser) -> None:
+
+def codes(text: str) -> list[str]:
+    return [part.strip().upper() for part in text.split(",") if part.strip()]
+
+
+def add_common(parser: argparse.ArgumentParser, verb: str) -> None:
+    """Options `scan` and `fix` share: paths, configuration, rule selection, exit control."""
+    parser.add_argument("paths", nargs="*", type=Path, metavar="PATH",
+                        help=f"files or directories to {verb} (default: the current directory)")
+    parser.add_argument("--config", type=Path, metavar="FILE",
+                        help="configuration file (default: the nearest pyproject.toml with "
+                             "[tool.portscan], or portscan.toml)")
     parser.add_argument("--select", metavar="CODES", default="",
-                        help="only these rules: comma-separated codes or prefixes (PS2,PS316)")
+                        help="only these rules: comma-separated codes or prefixes (PS2,PS316); "
+                             "replaces the configured select")
+    parser.add_argument("--extend-select", metavar="CODES", default="", help="add to the selection")
     parser.add_argument("--ignore", metavar="CODES", default="",
                         help="not these rules: comma-separated codes or prefixes")
+    parser.add_argument("--rules-dir", type=Path, action="append", default=[], metavar="DIR",
+                        help="also load the rule files in DIR (repeatable; validated like built-in rules)")
+    parser.add_argument("--target-arch", metavar="GFX", help="GPU target, e.g. gfx942, gfx90a, gfx1100")
+    parser.add_argument("--target-rocm", metavar="VERSION", help="ROCm release, e.g. 6.4")
+    parser.add_argument("--fail-on", choices=("error", "warning", "info"),
+                        help="lowest severity that makes the exit status 1 (default: info)")
+    parser.add_argument("--force-exclude", action="store_true",
+                        help="apply the configured excludes to files named on the command line "
+                             "(what pre-commit needs)")
+    parser.add_argument("--exit-zero", action="store_true",
+                        help="exit 0 even when findings remain (2 still means an error)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,37 +105,47 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     scan = commands.add_parser(
         "scan", help="scan files and directories for CUDA-only code",
-        description="Scan Python files for code that fails or behaves differently on ROCm.",
+        description="Scan a repository for code, manifests, containers and kernels that fail or "
+                    "behave differently on ROCm.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    scan.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                      help="files or directories to scan (default: the current directory)")
-    scan.add_argument("--format", choices=("full", "json", "markdown"), default="full",
-                      help="full: grouped report with code frames (default); "
-                           "json: one JSON object (see docs/json-output.md); "
-                           "markdown: a migration report with a readiness verdict")
-    add_rule_selection(scan)
+    add_common(scan, "scan")
+    scan.add_argument("--format", choices=FORMATS, default="full",
+                      help="full: grouped report with code frames (default); concise: one line per "
+                           "finding; json: one object (docs/json-output.md); sarif: SARIF 2.1.0 for "
+                           "code scanning; github: workflow annotations; markdown: a migration report")
+    scan.add_argument("-o", "--output-file", type=Path, metavar="FILE",
+                      help="write the report to FILE instead of stdout")
+    scan.add_argument("--statistics", action="store_true", help="also count findings per rule")
+    scan.add_argument("--baseline", type=Path, metavar="FILE",
+                      help="report only findings not recorded in FILE (see --write-baseline)")
+    scan.add_argument("--write-baseline", type=Path, metavar="FILE",
+                      help="record the current findings in FILE and exit 0")
+    scan.add_argument("--report-unused-noqa", action="store_true",
+                      help="list `# noqa: PSxxx` / `# portscan: ignore[...]` comments that silence nothing")
     fix = commands.add_parser(
         "fix", help="apply ROCm-safe rewrites",
         description="Rewrite CUDA-only code with the fixes rules declare, keeping formatting "
                     "and comments. Safe fixes by default; unsafe ones with --unsafe-fixes.",
         epilog=FIX_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    fix.add_argument("paths", nargs="*", type=Path, metavar="PATH",
-                     help="files or directories to fix (default: the current directory)")
+    add_common(fix, "fix")
     fix.add_argument("--unsafe-fixes", action="store_true",
                      help="also apply fixes that may change behaviour (review the diff)")
     fix.add_argument("--diff", action="store_true",
                      help="print a unified diff of the changes and write nothing")
     fix.add_argument("--show-fixes", action="store_true",
                      help="list the fixes applied in each file")
-    add_rule_selection(fix)
+    fix.add_argument("--exit-non-zero-on-fix", action="store_true",
+                     help="exit 1 when a file was changed, even if no finding remains")
     rules = commands.add_parser("rules", help="list every rule",
-                                description="List every rule: code, name, severity, category.")
+                                description="List every rule: code, name, severity, category, fix.")
     rules.add_argument("--format", choices=("table", "json"), default="table")
+    rules.add_argument("--rules-dir", type=Path, action="append", default=[], metavar="DIR")
     explain = commands.add_parser("explain", help="show a rule's documentation",
                                   description="Show what a rule flags, ROCm behaviour, rewrite, "
                                               "example and references.")
     explain.add_argument("rule", metavar="CODE", help="rule code or name, e.g. PS202 or apex-amp")
+    explain.add_argument("--rules-dir", type=Path, action="append", default=[], metavar="DIR")
     verify = commands.add_parser(
         "verify", help="run the project's training for a few steps and judge the port",
         description="Run a training command for a few steps on the GPU that is there (or under "
@@ -113,55 +162,53 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def load_rules_or_report() -> RuleSet | None:
-    from portscan.ruleset import RuleSetError, load_rules
+class Failure(Exception):
+    """A usage, configuration or rule-file problem: print it, exit 2."""
+
+
+def settings(args: argparse.Namespace) -> tuple[Config, RuleSet]:
+    """The configuration for this run (file, then flags over it) and the selected rules."""
+    from portscan.config import ConfigError, Config, find_config, load_config, parse_target, selection
+    from portscan.discover import scan_root
+
+    paths = getattr(args, "paths", None) or [Path(".")]
+    path = getattr(args, "config", None)
+    try:
+        if path is not None and not path.is_file():
+            raise Failure(f"{path}: no such configuration file")
+        path = path or find_config(scan_root(paths) if getattr(args, "paths", None) else Path.cwd())
+        config = load_config(path) if path is not None else Config()
+        target = dict(arch=getattr(args, "target_arch", None), rocm=getattr(args, "target_rocm", None))
+        if any(target.values()):
+            flags = parse_target({k: v for k, v in target.items() if v},
+                                 lambda key, problem: ConfigError(f"--target-{key}: {problem}"))
+            config = dataclasses.replace(config, target=dataclasses.replace(
+                config.target, **{k: getattr(flags, k) for k, v in target.items() if v}))
+        if getattr(args, "fail_on", None):
+            config = dataclasses.replace(config, fail_on=Severity(args.fail_on))
+    except ConfigError as exc:
+        raise Failure(f"invalid configuration: {exc}") from None
+    rules = load_rules_or_fail([*config.rules_dirs, *getattr(args, "rules_dir", [])])
+    select, ignore = selection(config, codes(getattr(args, "select", "")), codes(getattr(args, "ignore", "")),
+                               codes(getattr(args, "extend_select", "")))
+    try:
+        return config, rules.filter(select, ignore)
+    except ValueError as exc:
+        raise Failure(str(exc)) from None
+
+
+def load_rules_or_fail(extra: Sequence[Path] = ()) -> RuleSet:
+    from portscan.ruleset import RuleSetError, builtin_rules_dir, load_rules
 
     try:
-        return load_rules()
+        return load_rules([builtin_rules_dir(), *extra])
     except RuleSetError as exc:
-        for error in exc.errors:
-            print(f"portscan: invalid rule file: {error}", file=sys.stderr)
-        return None
-
-
-def selected(args: argparse.Namespace, rules: RuleSet) -> RuleSet:
-    """The rules ``--select``/``--ignore`` leave. Raises ``ValueError`` for a selector
-    that matches no rule."""
-    def split(text: str) -> list[str]:
-        return [part.strip().upper() for part in text.split(",") if part.strip()]
-
-    return rules.filter(split(args.select), split(args.ignore))
-
-
-def run_scan(args: argparse.Namespace, rules: RuleSet) -> int:
-    from portscan.discover import UsageError
-    from portscan.scan import scan_paths
-
-    try:
-        result = scan_paths(args.paths or [Path(".")], selected(args, rules))
-    except (UsageError, ValueError) as exc:
-        print(f"portscan: {exc}", file=sys.stderr)
-        return EXIT_ERROR
-    if args.format == "json":
-        from portscan.report.json import render_json
-
-        sys.stdout.write(render_json(result))
-    elif args.format == "markdown":
-        from portscan.report.markdown import render_markdown
-
-        sys.stdout.write(render_markdown(result))
-    else:
-        from portscan.report.text import render_text
-
-        render_text(result, console_for(sys.stdout))
-    if any(error.kind == "internal" for error in result.errors):
-        return EXIT_ERROR
-    return EXIT_FINDINGS if result.findings or result.errors else EXIT_CLEAN
+        raise Failure("\n".join(f"invalid rule file: {error}" for error in exc.errors)) from None
 
 
 def console_for(stream: TextIO) -> Console:
     """A rich console; piped or redirected, it never wraps or crops, so each line
-    stays greppable."""
+    stays greppable. rich honours NO_COLOR and drops colour off a terminal."""
     from rich.console import Console
 
     out = Console(highlight=False, file=stream)
@@ -170,29 +217,140 @@ def console_for(stream: TextIO) -> Console:
     return out
 
 
-def run_fix(args: argparse.Namespace, rules: RuleSet) -> int:
+def progress_bar() -> tuple[Callable[[int, int], None] | None, Callable[[], None]]:
+    """A transient progress bar on stderr when it is an interactive terminal (not under
+    pre-commit or CI); (update, stop) callbacks."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal or os.environ.get("PRE_COMMIT") or os.environ.get("CI"):
+        return None, lambda: None
+    bar = Progress(TextColumn("scanning"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                   console=console, transient=True)
+    task = bar.add_task("scan", total=None)
+    bar.start()
+    return (lambda done, total: bar.update(task, completed=done, total=total)), bar.stop
+
+
+def render(result: ScanResult, rules: RuleSet, fmt: str, stream: TextIO) -> None:
+    if fmt == "json":
+        from portscan.report.json import render_json
+
+        stream.write(render_json(result))
+    elif fmt == "markdown":
+        from portscan.report.markdown import render_markdown
+
+        stream.write(render_markdown(result))
+    elif fmt == "sarif":
+        from portscan.report.sarif import render_sarif
+
+        stream.write(render_sarif(result, rules, __version__))
+    elif fmt == "github":
+        from portscan.report.github import render_github
+
+        stream.write(render_github(result))
+    elif fmt == "concise":
+        from portscan.report.concise import render_concise
+
+        stream.write(render_concise(result))
+    else:
+        from portscan.report.text import render_text
+
+        render_text(result, console_for(stream))
+
+
+def statistics(result: ScanResult, console: Console) -> None:
+    from collections import Counter
+
+    from rich.table import Table
+
+    counts = Counter((f.rule, f.name, f.severity.value, f.fix or "-") for f in result.findings)
+    table = Table(show_edge=False, box=None, pad_edge=False)
+    for column, justify in (("count", "right"), ("code", "left"), ("name", "left"),
+                            ("severity", "left"), ("fix", "left")):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for (code, name, severity, fix), n in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        table.add_row(str(n), code, name, severity, fix)
+    console.print(table)
+
+
+def exit_status(result: ScanResult, fail_on: Severity, exit_zero: bool) -> int:
+    if any(error.kind == "internal" for error in result.errors):
+        return EXIT_ERROR
+    failing = any(f.severity.rank >= fail_on.rank for f in result.findings) or bool(result.errors) \
+        or bool(result.unused_suppressions)
+    return EXIT_FINDINGS if failing and not exit_zero else EXIT_CLEAN
+
+
+def run_scan(args: argparse.Namespace) -> int:
+    from portscan import baseline
+    from portscan.discover import UsageError
+    from portscan.scan import scan_paths
+
+    config, rules = settings(args)
+    update, stop = progress_bar() if args.format in ("full", "concise", "markdown") else (None, lambda: None)
+    try:
+        result = scan_paths(args.paths or [Path(".")], rules, config=config, force_exclude=args.force_exclude,
+                            report_unused=args.report_unused_noqa, progress=update)
+    except UsageError as exc:
+        raise Failure(str(exc)) from None
+    finally:
+        stop()
+    chatter = console_for(sys.stderr)
+    if args.write_baseline is not None:
+        count = baseline.write(args.write_baseline, result.findings)
+        chatter.print(f"portscan: recorded {count} findings in {args.write_baseline}")
+        return EXIT_ERROR if any(e.kind == "internal" for e in result.errors) else EXIT_CLEAN
+    baseline_file = args.baseline or config.baseline
+    if baseline_file is not None:
+        try:
+            known = baseline.apply(result.findings, baseline.read(baseline_file))
+        except baseline.BaselineError as exc:
+            raise Failure(str(exc)) from None
+        result = dataclasses.replace(result, findings=known.new, suppressed=result.suppressed + known.known)
+        chatter.print(f"portscan: {known.known} findings are in the baseline {baseline_file}"
+                      + (f"; {known.gone} baseline entries are fixed (write the baseline again to "
+                         "drop them)" if known.gone else ""))
+    if args.output_file is not None:
+        with args.output_file.open("w", encoding="utf-8") as out:
+            render(result, rules, args.format, out)
+    else:
+        render(result, rules, args.format, sys.stdout)
+    for unused in result.unused_suppressions:
+        chatter.print(f"portscan: {unused.describe()}")
+    if args.statistics:
+        statistics(result, chatter if args.format in MACHINE_FORMATS or args.output_file else
+                   console_for(sys.stdout))
+    return exit_status(result, config.fail_on, args.exit_zero)
+
+
+def run_fix(args: argparse.Namespace) -> int:
     from portscan.discover import UsageError
     from portscan.fix.apply import fix_paths
     from portscan.report.fixes import render_fix_summary, unified_diff
 
+    config, rules = settings(args)
     try:
-        run = fix_paths(args.paths or [Path(".")], selected(args, rules), unsafe=args.unsafe_fixes,
-                        write=not args.diff)
-    except (UsageError, ValueError) as exc:
-        print(f"portscan: {exc}", file=sys.stderr)
-        return EXIT_ERROR
+        run = fix_paths(args.paths or [Path(".")], rules, unsafe=args.unsafe_fixes, write=not args.diff,
+                        config=config, force_exclude=args.force_exclude)
+    except UsageError as exc:
+        raise Failure(str(exc)) from None
     if args.diff:
         sys.stdout.write(unified_diff(run))
     console = console_for(sys.stderr if args.diff else sys.stdout)
     render_fix_summary(run, console, wrote=not args.diff, show_fixes=args.show_fixes)
     if args.diff:
         return EXIT_FINDINGS if run.changed else EXIT_CLEAN
-    if any(e.kind == "internal" for e in run.after.errors):
-        return EXIT_ERROR
-    return EXIT_FINDINGS if run.after.findings or run.after.errors or run.errors else EXIT_CLEAN
+    status = exit_status(run.after, config.fail_on, args.exit_zero)
+    if status == EXIT_CLEAN and not args.exit_zero and (
+            run.errors or (args.exit_non_zero_on_fix and run.changed)):
+        return EXIT_FINDINGS
+    return status
 
 
-def run_rules(args: argparse.Namespace, rules: RuleSet) -> int:
+def run_rules(args: argparse.Namespace) -> int:
+    rules = load_rules_or_fail(args.rules_dir)
     if args.format == "json":
         from portscan.report.json import rule_to_dict
 
@@ -215,13 +373,13 @@ def find_rule(rules: RuleSet, key: str) -> Rule | None:
     return rules.by_code.get(key.upper()) or next((r for r in rules.rules if r.name == key), None)
 
 
-def run_explain(args: argparse.Namespace, rules: RuleSet) -> int:
+def run_explain(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.markdown import Markdown
 
     from portscan.docs import render_rule_page
 
-    rule = find_rule(rules, args.rule)
+    rule = find_rule(load_rules_or_fail(args.rules_dir), args.rule)
     if rule is None:
         print(f"portscan: no rule {args.rule!r}; `portscan rules` lists them", file=sys.stderr)
         return EXIT_ERROR
@@ -230,10 +388,10 @@ def run_explain(args: argparse.Namespace, rules: RuleSet) -> int:
     return EXIT_CLEAN
 
 
-def run_docs(args: argparse.Namespace, rules: RuleSet) -> int:
+def run_docs(args: argparse.Namespace) -> int:
     from portscan.docs import render_all
 
-    pages = render_all(rules.rules)
+    pages = render_all(load_rules_or_fail().rules)
     existing = {p.name: p.read_text(encoding="utf-8") for p in args.out.glob("*.md")} \
         if args.out.is_dir() else {}
     stale = sorted(set(existing) - set(pages))
@@ -251,10 +409,10 @@ def run_docs(args: argparse.Namespace, rules: RuleSet) -> int:
     return EXIT_CLEAN
 
 
-def run_verify(args: argparse.Namespace, rules: RuleSet) -> int:
+def run_verify(args: argparse.Namespace) -> int:
     from portscan.verify.cli import run
 
-    return run(args, rules)
+    return run(args, load_rules_or_fail())
 
 
 COMMANDS = {"scan": run_scan, "fix": run_fix, "rules": run_rules, "explain": run_explain, "docs": run_docs,
@@ -267,10 +425,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return EXIT_ERROR
-    rules = load_rules_or_report()
-    if rules is None:
-        return EXIT_ERROR
     try:
-        return COMMANDS[args.command](args, rules)
+        return COMMANDS[args.command](args)
+    except Failure as exc:
+        for line in str(exc).splitlines():
+            print(f"portscan: {line}", file=sys.stderr)
+        return EXIT_ERROR
     except KeyboardInterrupt:
         return 130

@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from portscan.discover import discover, first_party_modules, modules_in
+from portscan.config import Config, ignored_codes
+from portscan.discover import Excludes, discover, first_party_modules, modules_in
 from portscan.fix.engine import FileFix, fix_source
 from portscan.model import FileError, ScanResult
 from portscan.parse import SourceError, decode_python, read_bytes
@@ -71,9 +72,12 @@ class FileChangedError(OSError):
     pass
 
 
-def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True) -> FixRun:
-    """Fix every Python file below ``paths``; with ``write=False`` nothing is written."""
-    discovery = discover(paths)
+def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True,
+              config: Config | None = None, force_exclude: bool = False) -> FixRun:
+    """Fix every Python file below ``paths``; with ``write=False`` nothing is written.
+    The configuration's excludes and per-file-ignores apply as in a scan."""
+    excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
+    discovery = discover(paths, excludes, force_exclude)
     project = first_party_modules(discovery.root)
     local: dict[Path, frozenset[str]] = {}
     files: list[FileFix] = []
@@ -90,7 +94,9 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
         directory = source.path.parent
         if directory not in local:
             local[directory] = project | modules_in(directory)
-        result = fix_source(text, source.rel, rules, unsafe, local[directory])
+        ignore = ignored_codes(config, source.path) if config else ()
+        file_rules = RuleSet(r for r in rules.rules if not r.code.startswith(ignore)) if ignore else rules
+        result = fix_source(text, source.rel, file_rules, unsafe, local[directory])
         if result.error is not None:
             errors.append(FileError(source.rel, "fix", result.error))
         if result.changed:
@@ -105,5 +111,5 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
                 overrides[source.path.absolute()] = result.fixed
         if result.applied or result.not_fixed or result.error:
             files.append(result)
-    after = scan_paths(paths, rules, overrides)
+    after = scan_paths(paths, rules, overrides, config=config, force_exclude=force_exclude)
     return FixRun(tuple(files), tuple(errors), after)

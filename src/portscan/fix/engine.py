@@ -14,8 +14,9 @@ parse and, when the input compiled, compile, or the file is left as it was.
 from __future__ import annotations
 
 import copy
+import functools
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -27,7 +28,8 @@ from portscan.fix.templates import TEMPLATES
 from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.match.python import match_python
-from portscan.parse import SourceError, parse_python
+from portscan.parse import LineIndex, SourceError, parse_python
+from portscan.suppress import suppressions
 from portscan.ruleset import Rule, RuleSet
 
 MAX_PASSES = 12
@@ -70,18 +72,19 @@ class _Pass(CodemodCommand):
     """One pass over one module. Results land in ``applied`` and ``not_fixed``."""
 
     def __init__(self, context: CodemodContext, rules: Sequence[Rule], first_party: frozenset[str],
-                 unsafe: bool) -> None:
+                 unsafe: bool, silenced: Callable[[Match], bool]) -> None:
         super().__init__(context)
         self.rules = rules
         self.first_party = first_party
         self.unsafe = unsafe
+        self.silenced = silenced
         self.applied: list[tuple[Match, Tier]] = []
         self.not_fixed: list[tuple[Match, str]] = []
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         ctx = FixContext(self.context)
         matches = [m for m in match_python(tree, self.rules, self.first_party)
-                   if m.rule.fix is not None and m.guard is None and m.fixable]
+                   if m.rule.fix is not None and m.guard is None and m.fixable and not self.silenced(m)]
         transforms: dict[str, list[Match]] = {}
         edits: list[Edit] = []
         clean = copy.deepcopy(self.context.scratch)
@@ -170,6 +173,17 @@ def _non_overlapping(ctx: FixContext, edits: Sequence[Edit]) -> list[Edit]:
     return chosen
 
 
+def silenced(text: str, match: Match) -> bool:
+    """Is the match's rule silenced by a ``noqa``/``portscan: ignore`` comment? Those
+    findings are not reported, so they are not rewritten either."""
+    found = suppressions(text, "", "python")
+    if not found:
+        return False
+    index = LineIndex(text)
+    lines = {index.position(match.start)[0], index.position(max(match.end - 1, match.start))[0]}
+    return any(s.code == match.rule.code and (s.file or s.line in lines) for s in found)
+
+
 def module_names(path: str) -> tuple[str, str]:
     """(module, package) for a path relative to the project root, for relative imports."""
     parts = path.removesuffix(".py").split("/")
@@ -221,7 +235,7 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
     if not any(r.fix is not None for r in rules.candidates(text)):
         return FileFix(path, text, text)
     try:  # most files with a candidate rule have nothing to fix: find out without a codemod
-        if not any(m.rule.fix is not None and m.guard is None and m.fixable
+        if not any(m.rule.fix is not None and m.guard is None and m.fixable and not silenced(text, m)
                    for m in match_python(parse_python(text), rules.candidates(text), first_party)):
             return FileFix(path, text, text)
     except SourceError as exc:
@@ -240,7 +254,8 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
             return FileFix(path, text, text, error="LibCST does not reproduce this file byte for byte "
                                                    "(unusual line endings?); left as it is")
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
-        last = _Pass(context, rules.candidates(current), first_party, unsafe)
+        last = _Pass(context, rules.candidates(current), first_party, unsafe,
+                     functools.partial(silenced, current))
         try:
             fixed = last.transform_module(module)
             if last.applied:
@@ -272,7 +287,5 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
 
 
 def _lines(text: str):  # type: ignore[no-untyped-def]
-    from portscan.parse import LineIndex
-
     index = LineIndex(text)
     return lambda offset: index.position(offset)[0]
