@@ -266,7 +266,7 @@ def render_sarif(result: ScanResult, rules: RuleSet, tool_version: str) -> str:
             "toolExecutionNotifications": notifications,
         }],
         "originalUriBaseIds": {SRCROOT: {"uri": _root_uri(result.root)}},
-        "columnKind": "x",
+        "columnKind": "unicodeCodePoints",
         "results": results,
     }
     log = {"$schema": SCHEMA_URI, "version": SARIF_VERSION, "runs": [run]}
