@@ -70,8 +70,12 @@ def read(path: Path) -> Counter[tuple[str, str, str]]:
     return counts
 
 
-def apply(findings: Iterable[Finding], baseline: Counter[tuple[str, str, str]]) -> Filtered:
-    left = Counter(baseline)
+def apply(findings: Iterable[Finding], baseline: Counter[tuple[str, str, str]],
+          scanned: Iterable[str] | None = None) -> Filtered:
+    """Split findings into new and known. ``gone`` counts entries of the ``scanned`` files
+    (all when None) that no longer occur; a hook that sees a few files counts only theirs."""
+    paths = None if scanned is None else set(scanned)
+    left = Counter({k: n for k, n in baseline.items() if paths is None or k[1] in paths})
     new = []
     known = 0
     for finding in findings:

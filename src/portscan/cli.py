@@ -169,14 +169,12 @@ class Failure(Exception):
 def settings(args: argparse.Namespace) -> tuple[Config, RuleSet]:
     """The configuration for this run (file, then flags over it) and the selected rules."""
     from portscan.config import ConfigError, Config, find_config, load_config, parse_target, selection
-    from portscan.discover import scan_root
-
     paths = getattr(args, "paths", None) or [Path(".")]
     path = getattr(args, "config", None)
     try:
         if path is not None and not path.is_file():
             raise Failure(f"{path}: no such configuration file")
-        path = path or find_config(scan_root(paths) if getattr(args, "paths", None) else Path.cwd())
+        path = path or find_config(config_start(paths))
         config = load_config(path) if path is not None else Config()
         target = dict(arch=getattr(args, "target_arch", None), rocm=getattr(args, "target_rocm", None))
         if any(target.values()):
@@ -195,6 +193,13 @@ def settings(args: argparse.Namespace) -> tuple[Config, RuleSet]:
         return config, rules.filter(select, ignore)
     except ValueError as exc:
         raise Failure(str(exc)) from None
+
+
+def config_start(paths: Sequence[Path]) -> Path:
+    """Where the search for a configuration file starts: the deepest directory holding
+    every path given (pre-commit passes files; a scan usually one directory)."""
+    directories = [p.absolute() if p.is_dir() else p.absolute().parent for p in paths]
+    return Path(os.path.commonpath(directories)) if directories else Path.cwd()
 
 
 def load_rules_or_fail(extra: Sequence[Path] = ()) -> RuleSet:
@@ -305,7 +310,7 @@ def run_scan(args: argparse.Namespace) -> int:
     baseline_file = args.baseline or config.baseline
     if baseline_file is not None:
         try:
-            known = baseline.apply(result.findings, baseline.read(baseline_file))
+            known = baseline.apply(result.findings, baseline.read(baseline_file), result.scanned)
         except baseline.BaselineError as exc:
             raise Failure(str(exc)) from None
         result = dataclasses.replace(result, findings=known.new, suppressed=result.suppressed + known.known)

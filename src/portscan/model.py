@@ -125,4 +125,5 @@ class ScanResult:
     extensions: tuple[Extension, ...] = field(default_factory=tuple)
     notes: tuple[str, ...] = field(default_factory=tuple)  #: checks that could not run
     suppressed: int = 0  #: findings silenced by comments, per-file-ignores or the baseline
+    scanned: tuple[str, ...] = field(default_factory=tuple)  #: paths of the files scanned
     unused_suppressions: tuple[Suppression, ...] = field(default_factory=tuple)

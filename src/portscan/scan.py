@@ -289,5 +289,6 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
         extensions=tuple(sorted(extensions, key=lambda e: (e.path, e.line))),
         notes=tuple(run.notes),
         suppressed=sum(r.suppressed for r in run.results.values()),
+        scanned=tuple(sorted(r.path for r in run.results.values())),
         unused_suppressions=tuple(u for r in run.results.values() for u in r.unused),
     )
