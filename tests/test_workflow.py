@@ -79,7 +79,8 @@ def test_select_ignore_and_flags_override_the_file(tmp_path: Path, capsys) -> No
 def test_per_file_ignores_and_fail_on(tmp_path: Path, capsys) -> None:
     write(tmp_path, {"pyproject.toml": "[tool.portscan]\nper-file-ignores = { 'tools/*.py' = ['PS6'] }\n"
                                        "fail-on = 'error'\n",
-                     "tools/probe.py": "import pynvml\n", "a.py": "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"})
+                     "tools/probe.py": "import pynvml\n",
+                     "a.py": "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"})
     code, lines = concise(capsys, str(tmp_path))
     assert [line.split()[1] for line in lines] == ["PS303"]  # pynvml ignored under tools/
     assert code == 0  # only a warning, and fail-on is error

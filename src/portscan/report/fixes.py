@@ -61,7 +61,7 @@ def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
         console.print(Text("No findings remain", style="bold green"))
         return
     manual = len(remaining) - len(unsafe)
-    console.print(Text(f"{len(remaining)} finding{'s' * (len(remaining) != 1)} remain: "
+    console.print(Text(f"{len(remaining)} finding{'s remain' if len(remaining) != 1 else ' remains'}: "
                        f"{len(unsafe)} fixable with --unsafe-fixes, {manual} to port by hand "
                        f"(`portscan scan` shows them with their rewrites)"))
     if unsafe:
