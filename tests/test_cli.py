@@ -31,7 +31,7 @@ def test_json_contract(capsys) -> None:
     assert code == 1
     document = json.loads(out)
     assert set(document) == {"schema_version", "portscan_version", "root", "findings", "errors",
-                             "extensions", "notes", "summary"}
+                             "extensions", "notes", "unused_suppressions", "summary"}
     assert document["extensions"] == [{
         "name": "fused_bias_gelu", "path": "setup.py", "line": 29,
         "sources": ["csrc/fused_bias_gelu.cpp", "csrc/fused_bias_gelu.cu"], "findings": 6,

@@ -354,8 +354,21 @@ def run_fix(args: argparse.Namespace) -> int:
     return status
 
 
+def configured_rules(extra: Sequence[Path] = ()) -> RuleSet:
+    """Built-in rules plus the in-house ones the configuration (found from the current
+    directory) and ``--rules-dir`` name."""
+    from portscan.config import ConfigError, find_config, load_config
+
+    path = find_config(Path.cwd())
+    try:
+        dirs = load_config(path).rules_dirs if path is not None else ()
+    except ConfigError as exc:
+        raise Failure(f"invalid configuration: {exc}") from None
+    return load_rules_or_fail([*dirs, *extra])
+
+
 def run_rules(args: argparse.Namespace) -> int:
-    rules = load_rules_or_fail(args.rules_dir)
+    rules = configured_rules(args.rules_dir)
     if args.format == "json":
         from portscan.report.json import rule_to_dict
 
@@ -384,7 +397,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
     from portscan.docs import render_rule_page
 
-    rule = find_rule(load_rules_or_fail(args.rules_dir), args.rule)
+    rule = find_rule(configured_rules(args.rules_dir), args.rule)
     if rule is None:
         print(f"portscan: no rule {args.rule!r}; `portscan rules` lists them", file=sys.stderr)
         return EXIT_ERROR
@@ -417,7 +430,7 @@ def run_docs(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     from portscan.verify.cli import run
 
-    return run(args, load_rules_or_fail())
+    return run(args, configured_rules())
 
 
 COMMANDS = {"scan": run_scan, "fix": run_fix, "rules": run_rules, "explain": run_explain, "docs": run_docs,

@@ -17,4 +17,5 @@ def summary(result: ScanResult) -> dict[str, object]:
         "errors": len(result.errors),
         "by_severity": {s.value: by_severity.get(s.value, 0) for s in Severity},
         "by_category": dict(sorted(Counter(f.category for f in result.findings).items())),
+        "suppressed": result.suppressed,
     }

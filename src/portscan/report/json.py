@@ -69,6 +69,8 @@ def render_json(result: ScanResult) -> str:
         "errors": [error_to_dict(e) for e in result.errors],
         "extensions": [extension_to_dict(e) for e in result.extensions],
         "notes": list(result.notes),
+        "unused_suppressions": [{"path": u.path, "line": u.line, "code": u.code, "file": u.file}
+                                for u in result.unused_suppressions],
         "summary": summary(result),
     }
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
