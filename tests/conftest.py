@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import textwrap
 from pathlib import Path
 
@@ -11,6 +12,12 @@ from portscan.scan import scan_source
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "fixtures" / "cuda-trainer"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def cache_outside_the_repository(tmp_path_factory) -> None:
+    """CLI runs cache results; keep that out of the fixtures (a test can override it)."""
+    os.environ["PORTSCAN_CACHE_DIR"] = str(tmp_path_factory.mktemp("portscan-cache"))
 
 
 @pytest.fixture(scope="session")

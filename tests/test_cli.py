@@ -123,7 +123,7 @@ def test_exit_2_on_an_internal_error(tmp_path: Path, capsys, monkeypatch) -> Non
     def explode(*args, **kwargs):
         raise ValueError("boom")
 
-    monkeypatch.setattr("portscan.scan.match_python", explode)
+    monkeypatch.setattr("portscan.match.python.match_python", explode)
     code, out, _ = run_cli(capsys, "scan", "--format", "json", str(tmp_path))
     errors = json.loads(out)["errors"]
     assert code == 2

@@ -92,6 +92,10 @@ def add_common(parser: argparse.ArgumentParser, verb: str) -> None:
                              "(what pre-commit needs)")
     parser.add_argument("--exit-zero", action="store_true",
                         help="exit 0 even when findings remain (2 still means an error)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="do not read or write .portscan_cache/ (results are the same either way)")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="worker processes for large trees (default: one per core; 1: none)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -186,7 +190,7 @@ def settings(args: argparse.Namespace) -> tuple[Config, RuleSet]:
             config = dataclasses.replace(config, fail_on=Severity(args.fail_on))
     except ConfigError as exc:
         raise Failure(f"invalid configuration: {exc}") from None
-    rules = load_rules_or_fail([*config.rules_dirs, *getattr(args, "rules_dir", [])])
+    rules = load_rules_or_fail([*config.rules_dirs, *getattr(args, "rules_dir", [])], cache_dir(args, config))
     select, ignore = selection(config, codes(getattr(args, "select", "")), codes(getattr(args, "ignore", "")),
                                codes(getattr(args, "extend_select", "")))
     try:
@@ -202,11 +206,22 @@ def config_start(paths: Sequence[Path]) -> Path:
     return Path(os.path.commonpath(directories)) if directories else Path.cwd()
 
 
-def load_rules_or_fail(extra: Sequence[Path] = ()) -> RuleSet:
-    from portscan.ruleset import RuleSetError, builtin_rules_dir, load_rules
+def cache_dir(args: argparse.Namespace, config: Config) -> Path | None:
+    """Where ``.portscan_cache/`` lives: next to the configuration file, else in the
+    directory scanned (or the current one); None with ``--no-cache``."""
+    if getattr(args, "no_cache", True):
+        return None
+    if config.path is not None:
+        return config.base
+    paths = args.paths or [Path(".")]
+    return paths[0] if len(paths) == 1 and paths[0].is_dir() else Path.cwd()
+
+
+def load_rules_or_fail(extra: Sequence[Path] = (), cache: Path | None = None) -> RuleSet:
+    from portscan.ruleset import RuleSetError, builtin_rules_dir, load_rules_cached
 
     try:
-        return load_rules([builtin_rules_dir(), *extra])
+        return load_rules_cached([builtin_rules_dir(), *extra], cache)
     except RuleSetError as exc:
         raise Failure("\n".join(f"invalid rule file: {error}" for error in exc.errors)) from None
 
@@ -297,7 +312,8 @@ def run_scan(args: argparse.Namespace) -> int:
     update, stop = progress_bar() if args.format in ("full", "concise", "markdown") else (None, lambda: None)
     try:
         result = scan_paths(args.paths or [Path(".")], rules, config=config, force_exclude=args.force_exclude,
-                            report_unused=args.report_unused_noqa, progress=update)
+                            report_unused=args.report_unused_noqa, progress=update,
+                            cache=cache_dir(args, config), workers=args.jobs)
     except UsageError as exc:
         raise Failure(str(exc)) from None
     finally:
@@ -338,7 +354,8 @@ def run_fix(args: argparse.Namespace) -> int:
     config, rules = settings(args)
     try:
         run = fix_paths(args.paths or [Path(".")], rules, unsafe=args.unsafe_fixes, write=not args.diff,
-                        config=config, force_exclude=args.force_exclude)
+                        config=config, force_exclude=args.force_exclude, cache=cache_dir(args, config),
+                        workers=args.jobs)
     except UsageError as exc:
         raise Failure(str(exc)) from None
     if args.diff:

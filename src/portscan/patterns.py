@@ -196,14 +196,52 @@ class Fragment:
 
     text: str
     ignore_case: bool = False
+    #: the regex is anchored at the start of a string literal: the text follows a quote
+    quoted: bool = False
+
+    def occurs(self, text: str, folded: str) -> bool:
+        """Is it in ``text`` (``folded`` is ``text.casefold()``, for ignore-case)?"""
+        haystack, needle = (folded, self.text.casefold()) if self.ignore_case else (text, self.text)
+        if not self.quoted:
+            return needle in haystack
+        return f'"{needle}' in haystack or f"'{needle}" in haystack
 
 
-Token = str | Fragment  #: a whole word ("tensorrt", "nvidia-smi") or a :class:`Fragment`
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A prefilter token that is a regular expression over the file's import lines (see
+    :func:`import_lines`), for evidence words cannot give."""
+
+    pattern: re.Pattern[str]
+
+    def occurs(self, imports: str) -> bool:
+        return self.pattern.search(imports) is not None
 
 
-def regex_fragments(regex: re.Pattern[str]) -> tuple[Fragment, ...]:
+_IMPORT_LINE = re.compile(r"^[^\n]*\b(?:from|import)[ \t][^\n]*", re.MULTILINE)
+
+
+def import_lines(text: str) -> str:
+    """Every line that may hold an import statement (``x = 1; import y`` too), joined:
+    what anchors search."""
+    return "\n".join(_IMPORT_LINE.findall(text))
+
+
+def import_anchor(module: str) -> Anchor:
+    """``import m``, ``import a, m.sub as x``, ``from m import ...``, ``from m.sub import``
+    for the top-level package of ``module``."""
+    root = re.escape(module.split(".")[0])
+    return Anchor(re.compile(rf"\bfrom\s+{root}\b|\bimport\s+(?:[\w.]+(?:\s+as\s+\w+)?\s*,\s*)*{root}\b"))
+
+
+Token = str | Fragment | Anchor  #: a whole word ("tensorrt", "nvidia-smi"), a fragment or an anchor
+
+
+def regex_fragments(regex: re.Pattern[str], quoted: bool = False) -> tuple[Fragment, ...]:
     """Literal text one piece of which every match of ``regex`` begins with, if the regex
     starts (after anchors) with literals or an alternation of literals; else ``()``.
+    With ``quoted`` (the regex is matched against string literals), a ``^`` anchor means
+    the text follows a quote in the source.
 
     ``^(?i:rocm|hip)(:[0-9]+)?$`` gives ``rocm`` and ``hip`` (case-insensitive).
     """
@@ -211,8 +249,12 @@ def regex_fragments(regex: re.Pattern[str]) -> tuple[Fragment, ...]:
         items = list(_re_parser.parse(regex.pattern, regex.flags))
     except Exception:  # noqa: BLE001 - an unusual regex just gets no tokens
         return ()
+    anchored = bool(items) and items[0][0] is _re_constants.AT \
+        and items[0][1] in (_re_constants.AT_BEGINNING, _re_constants.AT_BEGINNING_STRING)
     found = _leading_literals(items, bool(regex.flags & re.IGNORECASE))
-    return tuple(found) if found and all(f.text for f in found) else ()
+    if not found or not all(f.text for f in found):
+        return ()
+    return tuple(Fragment(f.text, f.ignore_case, quoted=anchored and quoted) for f in found)
 
 
 def _leading_literals(items: list, ignore_case: bool) -> list[Fragment] | None:
@@ -246,6 +288,24 @@ def _segments(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
     return tuple(frozenset(n.removesuffix(".*").split(".")) for n in names)
 
 
+def _qualified_sets(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
+    """Token sets for uses of qualified names. Besides every segment, a use of ``a.b.c``
+    spells its tail ``b.c`` (``a.b.c``, ``X.b.c``, ``b.c`` after ``from a import b``), or
+    an import line names ``b`` or ``c`` (``import a.b as X``, ``from a.b import c``)."""
+    sets: list[frozenset[Token]] = []
+    for name in names:
+        parts = name.removesuffix(".*").split(".")
+        segments = frozenset(parts)
+        if len(parts) < 2 or name.endswith(".*"):
+            sets.append(segments)
+            continue
+        tail = ".".join(parts[-2:])
+        names_in_import = "|".join(re.escape(p) for p in parts[-2:])
+        sets.append(segments | {tail})
+        sets.append(segments | {Anchor(re.compile(rf"\b(?:{names_in_import})\b"))})
+    return tuple(sets)
+
+
 @dataclass(frozen=True, slots=True)
 class ImportPattern:
     """``import m``, ``import m.sub as x``, ``from m import n``, ``from p import m``."""
@@ -266,7 +326,9 @@ class ImportPattern:
         return cls(modules=r.dotted("modules"), uses=bool(uses))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return _segments(self.modules)
+        """The module's segments, and an import statement naming its package."""
+        return tuple(segments | {import_anchor(module)}
+                     for segments, module in zip(_segments(self.modules), self.modules, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,7 +349,7 @@ class NamePattern:
         return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return _segments(self.names)
+        return _qualified_sets(self.names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +370,7 @@ class ArgCondition:
             words = tuple(v for v in values if isinstance(v, str) and _WORDISH.match(v))
             return words if len(words) == len(values) else ()
         if self.regex is not None:
-            return regex_fragments(self.regex)
+            return regex_fragments(self.regex, quoted=True)
         return ()
 
     @classmethod
@@ -360,7 +422,7 @@ class CallPattern:
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         """The callee's segments, plus one of the values an argument must have
         (``backend="tensorrt"`` needs "tensorrt" in the file), when they can be told."""
-        sets: tuple[frozenset[Token], ...] = _segments(self.callees)
+        sets: tuple[frozenset[Token], ...] = _qualified_sets(self.callees)
         for condition in self.args:
             needed = condition.needed_tokens()
             if needed:
@@ -406,7 +468,7 @@ class ComparePattern:
         )
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return _segments(self.callees)
+        return _qualified_sets(self.callees)
 
 
 @dataclass(frozen=True, slots=True)
@@ -432,7 +494,7 @@ class AssignPattern:
         return pattern
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return _segments(self.targets) + tuple(frozenset({n}) for n in self.names)
+        return _qualified_sets(self.targets) + tuple(frozenset({n}) for n in self.names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -540,9 +602,17 @@ class RequirementPattern:
                    url=r.regex("url"), sections=sections)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        # only setup.py reaches the Python prefilter: it must call setup() and name the package
-        return tuple(frozenset({"setup", Fragment(prefix, True)} if prefix else {"setup"})
-                     for prefix in {glob_prefix(n).split("-")[0] for n in self.names})
+        # only setup.py reaches the Python prefilter: it must call setup() and name the
+        # package at the start of a requirement string (or give a matching URL)
+        sets: list[frozenset[Token]] = [
+            frozenset({"setup", keyword, Fragment(prefix, True, quoted=True)} if prefix else {"setup", keyword})
+            for prefix in {glob_prefix(n).split("-")[0] for n in self.names}
+            for keyword in ("install_requires", "setup_requires", "tests_require", "extras_require")]
+        if self.url is not None:
+            fragments = regex_fragments(self.url)
+            if fragments:  # the direct reference must match too
+                sets = [s | {f} for s in sets for f in fragments]
+        return tuple(sets)
 
 
 @dataclass(frozen=True, slots=True)

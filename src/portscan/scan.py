@@ -10,13 +10,16 @@ into the kernel scan.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from pathlib import Path, PurePosixPath
 
 from portscan.config import Config, ignored_codes
 from portscan.discover import (
     Excludes,
+    Discovery,
     SourcePath,
     discover,
     file_kind,
@@ -24,9 +27,9 @@ from portscan.discover import (
     modules_in,
     relative,
 )
-from portscan.match import Match
+from portscan.match import Match, snippet
 from portscan.match.containers import match_dockerfile
-from portscan.match.guards import guarded_severity
+from portscan.match.levels import guarded_severity
 from portscan.match.kernels import HIPIFY_UNAVAILABLE, load_hipify_names, match_cuda
 from portscan.match.manifests import (
     match_conda,
@@ -35,10 +38,9 @@ from portscan.match.manifests import (
     match_setup_cfg,
     requirements_includes,
 )
-from portscan.match.python import find_extensions, match_python
-from portscan.match.syntax import snippet
 from portscan.match.shell import match_shell
 from portscan.match.yamlfiles import match_compose
+from portscan.cache import Cache, Raw
 from portscan.config import Target
 from portscan.suppress import apply as apply_suppressions
 from portscan.suppress import suppressions
@@ -99,6 +101,8 @@ def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str]
         candidates = rules.candidates(text)
         if not candidates:
             return []
+        from portscan.match.python import match_python  # libcst: only when there is something to parse
+
         return match_python(parse_python(text), candidates, first_party)
     applicable = rules.for_surface(kind)
     if not applicable:
@@ -143,72 +147,130 @@ class FileSettings:
     report_unused: bool = False  #: list suppressions that silence nothing
 
 
+def raw_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozenset[str],
+             hipify: frozenset[str] | None = None, target: Target | None = None) -> Raw:
+    """Findings in one file's text before suppressions, or why it cannot be scanned.
+    Never raises: this is what the cache stores and the workers return."""
+    try:
+        return scan_source(text, source.rel, rules, first_party, source.kind, hipify, target)
+    except SourceError as exc:
+        return FileError(source.rel, exc.kind, exc.message)
+    except RecursionError:
+        return FileError(source.rel, "parse", "code nested too deeply to analyse")
+    except Exception as exc:  # noqa: BLE001 - one bad file must not stop the scan
+        return FileError(source.rel, "internal", f"internal error ({type(exc).__name__}: {exc}); "
+                                                 "please report it")
+
+
+def finish(source: SourcePath, text: str, raw: Raw, rules: RuleSet, settings: FileSettings) -> FileResult:
+    """Apply per-file-ignores and the file's suppression comments to its raw findings."""
+    if isinstance(raw, FileError):
+        return FileResult(source.rel, error=raw)
+    kept = tuple(f for f in raw if not f.rule.startswith(settings.ignore)) if settings.ignore else raw
+    if not kept and not settings.report_unused:
+        return FileResult(source.rel, (), suppressed=len(raw))
+    comments = suppressions(text, source.rel, source.kind, rules.by_code)
+    kept, unused = apply_suppressions(kept, comments)
+    return FileResult(source.rel, kept, suppressed=len(raw) - len(kept),
+                      unused=tuple(unused) if settings.report_unused else ())
+
+
 def scan_file(source: SourcePath, rules: RuleSet, first_party: frozenset[str],
               hipify: frozenset[str] | None = None, text: str | None = None,
               settings: FileSettings = FileSettings()) -> FileResult:
     """Scan one file (or ``text`` in its place), then apply per-file-ignores and the
     file's suppression comments. Never raises: problems come back as ``FileResult.error``."""
-    try:
-        if text is None:
+    if text is None:
+        try:
             text = read_source(source.path, source.kind)
-        findings = scan_source(text, source.rel, rules, first_party, source.kind, hipify, settings.target)
-        kept = tuple(f for f in findings if not f.rule.startswith(settings.ignore)) if settings.ignore \
-            else findings
-        if not kept and not settings.report_unused:
-            return FileResult(source.rel, (), suppressed=len(findings))
-        comments = [c for c in suppressions(text, source.rel, source.kind) if c.code in rules.by_code]
-        kept, unused = apply_suppressions(kept, comments)
-        return FileResult(source.rel, kept, suppressed=len(findings) - len(kept),
-                          unused=tuple(unused) if settings.report_unused else ())
-    except SourceError as exc:
-        return FileResult(source.rel, error=FileError(source.rel, exc.kind, exc.message))
-    except RecursionError:
-        return FileResult(source.rel, error=FileError(source.rel, "parse",
-                                                      "code nested too deeply to analyse"))
-    except Exception as exc:  # noqa: BLE001 - one bad file must not stop the scan
-        return FileResult(source.rel, error=FileError(
-            source.rel, "internal", f"internal error ({type(exc).__name__}: {exc}); please report it"))
+        except SourceError as exc:
+            return FileResult(source.rel, error=FileError(source.rel, exc.kind, exc.message))
+    return finish(source, text, raw_scan(source, text, rules, first_party, hipify, settings.target),
+                  rules, settings)
 
 
-def _extensions_in(source: SourcePath) -> list[tuple[str, int, list[Path], list[str]]]:
-    """(name, line, existing source files, missing sources) for each extension a Python
-    file declares; nothing if it does not mention ``cpp_extension`` or does not parse."""
+# -- parallel workers: Python files that pass the prefilter are parsed in a process pool
+
+#: fewer candidate files than this are parsed in the main process (a pool costs ~0.1 s)
+PARALLEL_MIN = 24
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(rules: RuleSet, target: Target | None) -> None:
+    _WORKER["rules"], _WORKER["target"] = rules, target
+
+
+def _work(batch: list[tuple[SourcePath, str, frozenset[str]]]) -> list[Raw]:
+    return [raw_scan(source, text, _WORKER["rules"], first_party, None, _WORKER["target"])
+            for source, text, first_party in batch]
+
+
+def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet, target: Target | None,
+              workers: int) -> list[Raw]:
+    """Raw results for ``jobs`` in order, from ``workers`` processes (largest files first,
+    so one big file does not finish last)."""
+    import concurrent.futures
+    import multiprocessing
+
+    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
+    batches = [[jobs[i] for i in order[k::workers * 4]] for k in range(workers * 4)]
+    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
+                                          else "spawn")
+    results: dict[int, Raw] = {}
+    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
+                                                initargs=(rules, target)) as pool:
+        for k, raws in enumerate(pool.map(_work, batches)):
+            for i, raw in zip(order[k::workers * 4], raws, strict=True):
+                results[i] = raw
+    return [results[i] for i in range(len(jobs))]
+
+
+def declared_extensions(text: str) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
+    """(name, line, source globs as written) of each CUDA/C++ extension a Python file
+    declares; nothing if it does not mention ``cpp_extension`` or does not parse."""
+    if "cpp_extension" not in text:
+        return ()
+    from portscan.match.python import find_extensions
+
     try:
-        text = read_source(source.path, "python")
-        if "cpp_extension" not in text:
-            return []
         declarations = find_extensions(parse_python(text))
     except (SourceError, RecursionError):
-        return []
+        return ()
     lines = LineIndex(text)
-    base = source.path.parent
-    found = []
-    for declaration in declarations:
-        files: list[Path] = []
-        missing: list[str] = []
-        for pattern in declaration.sources:
-            matched = sorted(base.glob(pattern)) if any(c in pattern for c in "*?[") \
-                else [base / pattern] if (base / pattern).is_file() else []
-            files += [p for p in matched if p.is_file()]
-            if not matched:
-                missing.append(pattern)
-        found.append((declaration.name, lines.position(declaration.offset)[0], files, missing))
-    return found
+    return tuple((d.name, lines.position(d.offset)[0], d.sources) for d in declarations)
+
+
+def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
+    """Existing source files (globs expanded) and the names that matched nothing."""
+    files: list[Path] = []
+    missing: list[str] = []
+    for pattern in globs:
+        matched = sorted(base.glob(pattern)) if any(c in pattern for c in "*?[") \
+            else [base / pattern] if (base / pattern).is_file() else []
+        files += [p for p in matched if p.is_file()]
+        if not matched:
+            missing.append(pattern)
+    return files, missing
 
 
 class _Run:
     """The state of one scan: the queue of files, their results, lazily loaded tables."""
 
     def __init__(self, rules: RuleSet, root: Path, overrides: Mapping[Path, str],
-                 config: Config | None, report_unused: bool) -> None:
+                 config: Config | None, report_unused: bool, cache: Cache | None) -> None:
         self.rules = rules
         self.overrides = overrides
         self.config = config
         self.report_unused = report_unused
+        self.cache = cache
+        self.target = config.target if config else None
         self.root = root
         self.project = first_party_modules(root)
         self.local: dict[Path, frozenset[str]] = {}
         self.results: dict[Path, FileResult] = {}
+        self.raw: dict[Path, Raw] = {}  #: computed ahead (cache, workers)
+        self._texts: dict[Path, str] = {}
+        self._no_extensions: set[Path] = set()  #: Python files known not to mention cpp_extension
         self.notes: list[str] = []
         self._hipify: frozenset[str] | None = None
         self._hipify_loaded = False
@@ -222,20 +284,108 @@ class _Run:
                     self.notes.append(HIPIFY_UNAVAILABLE)
         return self._hipify
 
+    def first_party(self, source: SourcePath) -> frozenset[str]:
+        directory = source.path.parent
+        if directory not in self.local:
+            self.local[directory] = self.project | modules_in(directory)
+        return self.local[directory]
+
+    def text(self, source: SourcePath) -> str:
+        """The file's text, read once per run (kept until :meth:`forget`)."""
+        key = source.path.absolute()
+        if key not in self._texts:
+            override = self.overrides.get(key)
+            self._texts[key] = override if override is not None else read_source(source.path, source.kind)
+        return self._texts[key]
+
+    def forget(self, source: SourcePath) -> None:
+        self._texts.pop(source.path.absolute(), None)
+
+    def prepare(self, sources: Sequence[SourcePath], workers: int | None) -> None:
+        """Work out the raw results of Python files ahead: from the cache, from the
+        prefilter (no candidate rule: nothing to parse), or in a process pool."""
+        jobs: list[tuple[SourcePath, str, frozenset[str]]] = []
+        keys: list[str | None] = []
+        for source in sources:
+            if source.kind != "python":
+                continue
+            try:
+                text = self.text(source)
+            except SourceError:
+                continue  # scan() reports it
+            first_party = self.first_party(source)
+            key = self.cache.key(source.kind, source.rel, first_party, text) if self.cache else None
+            cached = self.cache.get(key) if self.cache and key else None
+            if cached is not None:
+                self.raw[source.path.absolute()] = cached
+            elif not self.rules.candidates(text):
+                self.raw[source.path.absolute()] = ()
+                if self.cache and key:
+                    self.cache.put(key, ())
+            else:
+                jobs.append((source, text, first_party))
+                keys.append(key)
+            absolute = source.path.absolute()
+            if "cpp_extension" not in text:
+                self._no_extensions.add(absolute)
+            if self.raw.get(absolute) == () and absolute in self._no_extensions and not self.report_unused:
+                self.forget(source)  # nothing more needs this text: keep memory flat
+        count = workers if workers is not None else min(os.cpu_count() or 1, 8)
+        if len(jobs) < PARALLEL_MIN or count <= 1:
+            return  # scan() parses them one by one
+        for (source, _, _), key, raw in zip(jobs, keys, _parallel(jobs, self.rules, self.target, count),
+                                            strict=True):
+            self.raw[source.path.absolute()] = raw
+            if self.cache and key and not (isinstance(raw, FileError) and raw.kind == "internal"):
+                self.cache.put(key, raw)
+
     def scan(self, source: SourcePath) -> FileResult:
         key = source.path.absolute()
-        if key not in self.results:
-            directory = source.path.parent
-            if directory not in self.local:
-                self.local[directory] = self.project | modules_in(directory)
-            hipify = self.hipify() if source.kind == "cuda" else None
-            settings = FileSettings(
-                target=self.config.target if self.config else None,
-                ignore=ignored_codes(self.config, source.path) if self.config else (),
-                report_unused=self.report_unused)
-            self.results[key] = scan_file(source, self.rules, self.local[directory], hipify,
-                                          self.overrides.get(key), settings)
+        if key in self.results:
+            return self.results[key]
+        if self.raw.get(key) == () and not self.report_unused:  # known clean: the text is not needed
+            del self.raw[key]
+            self.results[key] = FileResult(source.rel, ())
+            return self.results[key]
+        try:
+            text = self.text(source)
+        except SourceError as exc:
+            self.results[key] = FileResult(source.rel, error=FileError(source.rel, exc.kind, exc.message))
+            return self.results[key]
+        raw = self.raw.pop(key, None)
+        if raw is None:
+            first_party = self.first_party(source)
+            cache_key = self.cache.key(source.kind, source.rel, first_party, text) if self.cache else None
+            raw = self.cache.get(cache_key) if self.cache and cache_key else None
+            if raw is None:
+                hipify = self.hipify() if source.kind == "cuda" else None
+                raw = raw_scan(source, text, self.rules, first_party, hipify, self.target)
+                if self.cache and cache_key and not (isinstance(raw, FileError) and raw.kind == "internal"):
+                    self.cache.put(cache_key, raw)
+        settings = FileSettings(
+            target=self.target, ignore=ignored_codes(self.config, source.path) if self.config else (),
+            report_unused=self.report_unused)
+        self.results[key] = finish(source, text, raw, self.rules, settings)
         return self.results[key]
+
+    def extensions(self, source: SourcePath) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
+        """The extensions a Python file declares (cached like findings)."""
+        if source.path.absolute() in self._no_extensions:
+            return ()
+        try:
+            text = self.text(source)
+        except SourceError:
+            return ()
+        if "cpp_extension" not in text:
+            return ()
+        key = self.cache.key("extensions", source.rel, (), text) if self.cache else None
+        cached = self.cache.get_value(key) if self.cache and key else None
+        if isinstance(cached, tuple):
+            return cached
+        found = declared_extensions(text)
+        if self.cache and key:
+            self.cache.put(key, found)
+        return found
 
     def source(self, path: Path, kind: str) -> SourcePath:
         return SourcePath(path, relative(path, self.root), kind)
@@ -243,17 +393,32 @@ class _Run:
 
 def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, str] | None = None,
                *, config: Config | None = None, force_exclude: bool = False, report_unused: bool = False,
-               progress: Callable[[int, int], None] | None = None) -> ScanResult:
+               progress: Callable[[int, int], None] | None = None, cache: Path | None = None,
+               workers: int | None = None) -> ScanResult:
     """Scan files and directories. Raises :class:`portscan.discover.UsageError` for a
     path that does not exist; every per-file problem lands in ``errors``.
 
     ``overrides`` maps absolute paths to text scanned instead of the file's content
     (``portscan fix --diff`` scans the tree as it would be after fixing). ``config``
     brings excludes, per-file-ignores and the target; ``force_exclude`` applies the
-    excludes to files named explicitly; ``progress(done, total)`` is called per file."""
+    excludes to files named explicitly; ``progress(done, total)`` is called per file.
+    ``cache`` is the directory that holds ``.portscan_cache/`` (None: no cache);
+    ``workers`` the size of the process pool (None: one per core when there is enough
+    to parse; 1: none). Results do not depend on either."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
     discovery = discover(paths, excludes, force_exclude)
-    run = _Run(rules, discovery.root, overrides or {}, config, report_unused)
+    salt = f"{rules.digest}|{config.target if config else None}"
+    store = Cache(cache, salt) if cache is not None else None
+    run = _Run(rules, discovery.root, overrides or {}, config, report_unused, store)
+    try:
+        run.prepare(discovery.files, workers)
+        return _drain(run, discovery, progress)
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _drain(run: _Run, discovery: Discovery, progress: Callable[[int, int], None] | None) -> ScanResult:
     queue = list(discovery.files)
     extensions: list[Extension] = []
     done = 0
@@ -273,7 +438,10 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
                 if target.is_file() and target.absolute() not in run.results:
                     queue.append(run.source(target, "requirements"))
         elif source.kind == "python":
-            for name, line, files, missing in _extensions_in(source):
+            declared = run.extensions(source)
+            run.forget(source)
+            for name, line, globs in declared:
+                files, missing = _resolve_sources(source.path.parent, globs)
                 results = [run.scan(run.source(f, "cuda")) for f in files]
                 extensions.append(Extension(
                     name=name, path=source.rel, line=line,

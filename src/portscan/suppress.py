@@ -15,7 +15,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 
 from portscan.model import Finding, Suppression
 from portscan.parse import split_lines
@@ -43,9 +43,17 @@ def comments(text: str, kind: str) -> Iterator[tuple[int, str]]:
             yield number, line[index:]
 
 
-def suppressions(text: str, path: str, kind: str) -> list[Suppression]:
-    """Every portscan code a comment in the file silences."""
+_CANDIDATE = re.compile(r"(?:#|//)[^\n]*?(?:noqa|portscan)[^\n]*")
+
+
+def suppressions(text: str, path: str, kind: str, known: Collection[str] | None = None) -> list[Suppression]:
+    """Every portscan code a comment in the file silences (only ``known`` codes, if given).
+    Lines are screened with a regex first; the tokenizer runs only when one of them
+    names a code, so files full of other tools' ``# noqa: F401`` stay cheap."""
     if "noqa" not in text and "portscan" not in text:
+        return []
+    named = {c for line in _CANDIDATE.findall(text) for c in _CODE.findall(line)}
+    if not named or (known is not None and not named & set(known)):
         return []
     found: list[Suppression] = []
     for line, comment in comments(text, kind):
@@ -57,7 +65,7 @@ def suppressions(text: str, path: str, kind: str) -> list[Suppression]:
         for pattern in (_NOQA, _IGNORE):
             for match in pattern.finditer(comment):
                 found += [Suppression(path, line, code) for code in _CODE.findall(match.group("codes"))]
-    return found
+    return [f for f in found if known is None or f.code in known]
 
 
 def apply(findings: Iterable[Finding], found: list[Suppression]

@@ -73,7 +73,8 @@ class FileChangedError(OSError):
 
 
 def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True,
-              config: Config | None = None, force_exclude: bool = False) -> FixRun:
+              config: Config | None = None, force_exclude: bool = False, cache: Path | None = None,
+              workers: int | None = None) -> FixRun:
     """Fix every Python file below ``paths``; with ``write=False`` nothing is written.
     The configuration's excludes and per-file-ignores apply as in a scan."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
@@ -111,5 +112,6 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
                 overrides[source.path.absolute()] = result.fixed
         if result.applied or result.not_fixed or result.error:
             files.append(result)
-    after = scan_paths(paths, rules, overrides, config=config, force_exclude=force_exclude)
+    after = scan_paths(paths, rules, overrides, config=config, force_exclude=force_exclude, cache=cache,
+                       workers=workers)
     return FixRun(tuple(files), tuple(errors), after)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Mapping
@@ -22,3 +23,13 @@ class Match:
     node: Any = field(default=None, compare=False, repr=False)
     #: False where the rule's fix does not apply (a use reported because of its import)
     fixable: bool = True
+
+
+_WHITESPACE = re.compile(r"\s+")
+MATCHED_MAX = 60
+
+
+def snippet(text: str) -> str:
+    """Source text for a message: one line, at most MATCHED_MAX characters."""
+    text = _WHITESPACE.sub(" ", text).strip()
+    return text if len(text) <= MATCHED_MAX else text[: MATCHED_MAX - 1] + "…"

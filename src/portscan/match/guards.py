@@ -29,11 +29,13 @@ import re
 import libcst as cst
 
 from portscan.match.syntax import dotted, string_text
-from portscan.model import Severity
-
-TYPE_CHECKING = "type-checking"
-VENDOR_BRANCH = "vendor-branch"
-FALLBACK = "fallback"
+from portscan.match.levels import (  # noqa: F401 - re-exported
+    FALLBACK,
+    GUARD_ORDER,
+    TYPE_CHECKING,
+    VENDOR_BRANCH,
+    guarded_severity,
+)
 
 #: Exceptions whose handler means "this may fail on some machines, and we cope".
 FALLBACK_EXCEPTIONS = frozenset({
@@ -43,27 +45,6 @@ FALLBACK_EXCEPTIONS = frozenset({
 })
 _VENDOR_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd)(_|$)|^gcnArchName$")
 _VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)")
-
-#: A guard's effect on severity; ``None`` means "one step lower".
-_GUARD_SEVERITY: dict[str, Severity | None] = {
-    TYPE_CHECKING: Severity.INFO,
-    VENDOR_BRANCH: Severity.INFO,
-    FALLBACK: None,
-}
-_ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
-                  Severity.INFO: Severity.INFO}
-#: When regions nest, the strongest guard wins.
-GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, FALLBACK)
-
-
-def guarded_severity(severity: Severity, guard: str | None, is_import: bool = False) -> Severity:
-    if guard is None:
-        return severity
-    if guard == FALLBACK and is_import:
-        return Severity.INFO
-    target = _GUARD_SEVERITY[guard]
-    return _ONE_STEP_DOWN[severity] if target is None else target
-
 
 def is_type_checking(test: cst.BaseExpression) -> bool:
     chain = dotted(test)

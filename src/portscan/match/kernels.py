@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from portscan.match import Match
-from portscan.match.guards import VENDOR_BRANCH
+from portscan.match.levels import VENDOR_BRANCH
 from portscan.patterns import CudaApiPattern, KernelPattern
 from portscan.ruleset import Rule
 

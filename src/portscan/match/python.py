@@ -33,7 +33,7 @@ from portscan.match.guards import (
     is_type_checking,
     is_vendor_check,
 )
-from portscan.parse import locate
+from portscan.match.locate import locate
 from portscan.match.syntax import (
     MISSING,
     SHELLS,

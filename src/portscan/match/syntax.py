@@ -4,17 +4,15 @@ string text and the programs a shell command line runs. Nothing here is evaluate
 from __future__ import annotations
 
 import posixpath
-import re
 from collections.abc import Iterator, Sequence
 
 import libcst as cst
 
+from portscan.match import snippet
 from portscan.match.commands import SHELLS, commands
 from portscan.patterns import Literal
 
 MISSING = object()  #: returned by :func:`literal` for anything that is not a literal
-_WHITESPACE = re.compile(r"\s+")
-MATCHED_MAX = 60
 
 
 def dotted(node: cst.BaseExpression) -> tuple[list[cst.BaseExpression], list[str]] | None:
@@ -97,10 +95,6 @@ def program_name(word: str) -> str | None:
     return base if base and "\0" not in base else None
 
 
-def snippet(text: str) -> str:
-    """Source text for a message: one line, at most MATCHED_MAX characters."""
-    text = _WHITESPACE.sub(" ", text).strip()
-    return text if len(text) <= MATCHED_MAX else text[: MATCHED_MAX - 1] + "…"
 
 
 def source_snippet(module: cst.Module, node: cst.CSTNode) -> str:
