@@ -51,6 +51,7 @@ def test_unscannable_file_becomes_an_error(tmp_path: Path, rules, data: bytes, k
     b"if True:\n\timport pynvml\n",
     b"import pynvml\nVOCAB = [\n" + b'    "word",\n' * 20000 + b"]\n",
     b"import pynvml\nx = '" + b"(" * 300 + b"'\n",
+    b"import pynvml\nBLOB = (\n" + b'    "QUJD"\n' * 3000 + b")\n",  # deep in LibCST, flat in CPython
 ])
 def test_odd_but_valid_files_scan(tmp_path: Path, rules, data: bytes) -> None:
     result = scan_dir(tmp_path, rules, {"odd.py": data})

@@ -216,3 +216,18 @@ def test_usage_errors_exit_2(capsys, tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.portscan.verify]\nsteps = 0\n")
     assert main(["verify", "--project", str(tmp_path), "--", "python", "-c", "pass"]) == 2
     assert "steps: must be at least 1" in capsys.readouterr().err
+
+
+def test_a_crashing_child_fails_cleanly(capsys) -> None:
+    start = time.monotonic()
+    code, doc = verify(capsys, "--steps", "20", "--", "python", TOY, "--crash-after", "3")
+    assert time.monotonic() - start < 60
+    assert code == 1 and checks(doc)["run"] == "fail"
+    assert doc["run"]["exit_status"] != 0 and [s["step"] for s in doc["steps"]] == [1, 2, 3]
+
+
+def test_megabytes_of_output_are_bounded(capsys) -> None:
+    code, doc = verify(capsys, "--steps", "5", "--", "python", TOY, "--spam-mb", "24")
+    assert code == 0, doc["checks"]
+    assert len(doc["steps"]) == 5
+    assert sum(len(line) for line in doc["output_tail"]) < 2_000_000  # a tail, not 24 MB

@@ -28,6 +28,7 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 CONFIG_FILES = ("portscan.toml", "pyproject.toml")
+_PORTSCAN_TABLE = re.compile(rb"^\s*\[?\s*tool\s*\.\s*portscan\b", re.MULTILINE)
 _CODE_PREFIX = re.compile(r"^[A-Z]{2,8}[0-9]{0,3}$")
 _ARCH = re.compile(r"^gfx[0-9a-f]{3,4}$")
 KEYS = ("select", "ignore", "extend-select", "extend-ignore", "per-file-ignores", "exclude",
@@ -97,8 +98,12 @@ def _has_portscan_table(path: Path) -> bool:
     try:
         with path.open("rb") as fh:
             data = tomllib.load(fh)
-    except (OSError, tomllib.TOMLDecodeError):
-        return False  # a broken pyproject.toml that is not ours is not our business
+    except OSError:
+        return False
+    except tomllib.TOMLDecodeError:
+        # A broken pyproject.toml that mentions our table is ours to report (load_config
+        # then fails with the position); one that does not is not our business.
+        return _PORTSCAN_TABLE.search(path.read_bytes()) is not None
     return isinstance(data.get("tool"), dict) and "portscan" in data["tool"]
 
 

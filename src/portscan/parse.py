@@ -10,9 +10,12 @@ import ast
 import bisect
 import io
 import re
+import sys
+import threading
 import tokenize
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 
 from portscan.model import Span
@@ -128,6 +131,49 @@ def parse_python(text: str) -> cst.Module:
         ) from None
     except RecursionError:
         raise SourceError("parse", "expression nesting too deep to parse") from None
+
+
+T = TypeVar("T")
+#: Room for the retry of a file that overflowed Python's default recursion limit.
+DEEP_RECURSION_LIMIT = 30_000
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+
+
+def with_deep_stack(function: Callable[[], T]) -> T:
+    """Call ``function``; if it overflows the recursion limit, call it again in a thread
+    with a large stack and a higher limit.
+
+    LibCST's trees and visitors recurse once per level of a chain such as thousands of
+    implicitly concatenated string literals (a data file of base64 lines) that CPython
+    itself treats as flat. ``check_nesting`` has already refused what could overflow the
+    native parser, so what reaches here is only deep for Python code.
+    """
+    try:
+        return function()
+    except RecursionError:
+        pass
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(function())
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller below
+            failure.append(exc)
+
+    limit = sys.getrecursionlimit()
+    old_stack = threading.stack_size(DEEP_STACK_BYTES)
+    try:
+        sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
+        worker = threading.Thread(target=run, name="portscan-deep")
+        worker.start()
+        worker.join()
+    finally:
+        threading.stack_size(old_stack)
+        sys.setrecursionlimit(limit)
+    if failure:
+        raise failure[0]
+    return outcome[0]
 
 
 def split_lines(text: str) -> list[str]:

@@ -46,6 +46,7 @@ from portscan.suppress import apply as apply_suppressions
 from portscan.suppress import suppressions
 from portscan.model import Extension, FileError, FileResult, Finding, ScanResult, Severity
 from portscan.parse import (
+    with_deep_stack,
     LineIndex,
     SourceError,
     decode_python,
@@ -152,7 +153,8 @@ def raw_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozens
     """Findings in one file's text before suppressions, or why it cannot be scanned.
     Never raises: this is what the cache stores and the workers return."""
     try:
-        return scan_source(text, source.rel, rules, first_party, source.kind, hipify, target)
+        return with_deep_stack(lambda: scan_source(text, source.rel, rules, first_party, source.kind, hipify,
+                                                    target))
     except SourceError as exc:
         return FileError(source.rel, exc.kind, exc.message)
     except RecursionError:

@@ -28,7 +28,7 @@ from portscan.fix.templates import TEMPLATES
 from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.match.python import match_python
-from portscan.parse import LineIndex, SourceError, parse_python
+from portscan.parse import LineIndex, SourceError, parse_python, with_deep_stack
 from portscan.suppress import suppressions
 from portscan.ruleset import Rule, RuleSet
 
@@ -232,42 +232,48 @@ class _DropDeadTry(cst.CSTTransformer):
 def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
                first_party: frozenset[str] = frozenset()) -> FileFix:
     """Fix one Python source. Never raises for bad input: see ``FileFix.error``."""
+    try:
+        return with_deep_stack(lambda: _fix_source(text, path, rules, unsafe, first_party))
+    except RecursionError:
+        return FileFix(path, text, text, error="code nested too deeply to fix; the file is unchanged")
+
+
+def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party: frozenset[str]) -> FileFix:
     if not any(r.fix is not None for r in rules.candidates(text)):
         return FileFix(path, text, text)
-    try:  # most files with a candidate rule have nothing to fix: find out without a codemod
-        if not any(m.rule.fix is not None and m.guard is None and m.fixable and not silenced(text, m)
-                   for m in match_python(parse_python(text), rules.candidates(text), first_party)):
-            return FileFix(path, text, text)
+    try:
+        module = parse_python(text)
     except SourceError as exc:
         return FileFix(path, text, text, error=exc.message)
+    if not _has_work(module, text, rules, first_party):  # the common case: no codemod at all
+        return FileFix(path, text, text)
     compiled = _compiles(text, path)
     module_name, package = module_names(path)
     current = text
     applied: list[Applied] = []
-    last: _Pass | None = None
+    declined: list[tuple[Match, str]] = []
     for _ in range(MAX_PASSES):
-        try:
-            module = parse_python(current)
-        except SourceError as exc:
-            return FileFix(path, text, text, error=exc.message)
         if module.code != current:  # e.g. lone-CR line endings: writing would change bytes
             return FileFix(path, text, text, error="LibCST does not reproduce this file byte for byte "
                                                    "(unusual line endings?); left as it is")
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
         last = _Pass(context, rules.candidates(current), first_party, unsafe,
                      functools.partial(silenced, current))
+        declined = last.not_fixed
         try:
             fixed = last.transform_module(module)
             if last.applied:
                 fixed = fixed.visit(_DropDeadTry())
             new = fixed.code
+        except RecursionError:
+            raise  # fix_source retries with a deeper stack
         except Exception as exc:  # noqa: BLE001 - a fix bug must not lose the file
             return FileFix(path, text, text, error=f"a fix failed ({type(exc).__name__}: {exc}); "
                                                    "the file is unchanged; please report it")
         if new == current:
             break
         try:
-            parse_python(new)
+            module = parse_python(new)  # the check, and the next pass's tree
         except SourceError as exc:
             return FileFix(path, text, text, error=f"a fix produced code that does not parse "
                                                    f"({exc.message}); the file is unchanged")
@@ -276,14 +282,23 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
                                                    "the file is unchanged")
         applied += [Applied(m.rule.code, m.rule.name, tier) for m, tier in last.applied]
         current = new
+        if not _has_work(module, current, rules, first_party):  # settled: nothing left to try or decline
+            declined = []
+            break
     else:
         return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
                                                "the file is unchanged")
     lines = _lines(current)
     not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, lines(m.start), reason)
-                              for m, reason in (last.not_fixed if last else [])},
+                              for m, reason in declined},
                              key=lambda n: (n.line, n.rule)))
     return FileFix(path, text, current, tuple(applied), not_fixed)
+
+
+def _has_work(module: cst.Module, text: str, rules: RuleSet, first_party: frozenset[str]) -> bool:
+    """Does any unguarded, unsilenced finding with a fix remain? Cheap: no metadata, no codemod."""
+    return any(m.rule.fix is not None and m.guard is None and m.fixable and not silenced(text, m)
+               for m in match_python(module, rules.candidates(text), first_party))
 
 
 def _lines(text: str):  # type: ignore[no-untyped-def]

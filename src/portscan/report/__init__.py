@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from portscan.model import ScanResult, Severity
@@ -19,3 +20,13 @@ def summary(result: ScanResult) -> dict[str, object]:
         "by_category": dict(sorted(Counter(f.category for f in result.findings).items())),
         "suppressed": result.suppressed,
     }
+
+
+#: control characters, ANSI escape sequences' ESC included (tab and newline are not)
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def clean(text: str) -> str:
+    """Printable text: control characters (escape codes included) become ``?``, so a
+    file name or a message cannot drive the reader's terminal."""
+    return _CONTROL.sub("?", text.replace("\t", "    "))

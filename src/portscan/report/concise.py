@@ -9,17 +9,18 @@ from __future__ import annotations
 import re
 
 from portscan.model import FileError, Finding, ScanResult
+from portscan.report import clean
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 FIX_SUFFIX = {"safe": " [fix]", "unsafe": " [unsafe fix]"}
 
 
 def _one_line(text: str) -> str:
-    return _LINE_BREAK.sub(" ", text)
+    return clean(_LINE_BREAK.sub(" ", text))
 
 
 def finding_line(finding: Finding) -> str:
-    line = (f"{finding.path}:{finding.span.line}:{finding.span.column}: {finding.rule} "
+    line = (f"{clean(finding.path)}:{finding.span.line}:{finding.span.column}: {finding.rule} "
             f"[{finding.severity.value}] {_one_line(finding.message)}")
     if finding.guard:
         line += f" (guarded: {finding.guard})"
@@ -29,7 +30,7 @@ def finding_line(finding: Finding) -> str:
 
 
 def error_line(error: FileError) -> str:
-    return f"{error.path}: error: {_one_line(error.message)}"
+    return f"{clean(error.path)}: error: {_one_line(error.message)}"
 
 
 def render_concise(result: ScanResult) -> str:

@@ -8,6 +8,7 @@ in path and line order) and a final notice says how many were left out.
 
 from __future__ import annotations
 
+from portscan.report import clean
 from portscan.model import FileError, Finding, ScanResult, Severity
 
 COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -18,7 +19,7 @@ PER_LEVEL = 10
 
 def escape_data(text: str) -> str:
     """A command's message (``escapeData`` in the toolkit's ``command.ts``)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return clean(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:

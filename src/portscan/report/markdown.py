@@ -11,6 +11,7 @@ from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
+from portscan.report import clean
 from portscan.model import Finding, ScanResult, Severity
 
 #: Engineer-hours per (rule, file) pair, by severity: the effort heuristic, stated in
@@ -21,11 +22,11 @@ SIZES = ((2.0, "S"), (8.0, "M"), (24.0, "L"))
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return clean(text.replace("|", "\\|").replace("\n", " "))
 
 
 def _where(finding: Finding) -> str:
-    return f"`{finding.path}:{finding.span.line}`"
+    return f"`{clean(finding.path)}:{finding.span.line}`"
 
 
 def effort_hours(findings: list[Finding]) -> float:

@@ -8,7 +8,6 @@ so a file name or a line of code cannot inject styles or escape codes.
 
 from __future__ import annotations
 
-import re
 from itertools import groupby
 from pathlib import Path
 
@@ -19,18 +18,10 @@ from rich.text import Text
 
 from portscan.model import Finding, ScanResult, Severity
 from portscan.parse import SourceError, decode_python, read_bytes, split_lines
-from portscan.report import summary
+from portscan.report import clean, summary
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 FRAME_CONTEXT = 1
-
-
-def clean(text: str) -> str:
-    """Printable text: control characters (escape codes included) become ``?``."""
-    return _CONTROL.sub("?", text.replace("\t", "    "))
-
-
 def _read_lines(root: Path, rel: str) -> list[str] | None:
     try:
         return split_lines(decode_python(read_bytes(root / rel)))

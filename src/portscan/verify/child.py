@@ -53,6 +53,10 @@ MI300X = {
 }
 
 
+
+#: seconds between trace rewrites while training runs (each rewrite holds every step)
+WRITE_INTERVAL = 0.25
+
 class StepCapReached(SystemExit):
     """Raised by the step hook after the N-th step. A ``SystemExit`` with status 0, so
     ``except Exception`` handlers let it through and the interpreter exits cleanly
@@ -163,6 +167,10 @@ class Recorder:
         self.config = config
         self.cap = int(config.get("steps") or 0)
         self.trace_path = os.path.join(config["trace_dir"], f"trace-{os.getpid()}.json")
+        #: one JSON line per step, appended as it happens: survives a crash between the
+        #: (throttled) rewrites of the whole trace
+        self.steps_path = os.path.join(config["trace_dir"], f"steps-{os.getpid()}.jsonl")
+        self.steps_fd: int | None = None
         self.start = time.monotonic()
         self.rank = _env_int("RANK")
         key = OWNER_ENV + (str(self.rank) if self.rank is not None else "main")
@@ -179,6 +187,11 @@ class Recorder:
         self.stopped: str | None = None
         self.torch = None
         self.local = threading.local()
+        #: the trace is rewritten at most every WRITE_INTERVAL seconds during training (a
+        #: daemon timer writes what is pending), and at once on a cap, a failure or exit
+        self.last_write = 0.0
+        self.flush_timer: threading.Timer | None = None
+        self.write_lock = threading.Lock()
 
     # -- start-up -------------------------------------------------------------------
 
@@ -316,6 +329,7 @@ class Recorder:
         loss = math.fsum(losses) / len(losses) if losses else None
         self.steps.append({"step": len(self.steps) + 1, "loss": loss, "backward_calls": len(losses),
                            "seconds": round(time.monotonic() - self.start, 4)})
+        self.append_step(self.steps[-1])
         if len(self.steps) == 1:
             self.devices = sorted({p.device.type for group in optimizer.param_groups
                                    for p in group["params"]})
@@ -325,7 +339,24 @@ class Recorder:
             self.stopped = "step-cap"
             self.write()
             raise StepCapReached(len(self.steps))
-        self.write()
+        self.write_soon()
+
+    def append_step(self, step: dict) -> None:
+        try:
+            if self.steps_fd is None:
+                self.steps_fd = os.open(self.steps_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+            os.write(self.steps_fd, (json.dumps(step) + "\n").encode())
+        except (OSError, ValueError):
+            pass
+
+    def write_soon(self) -> None:
+        """Write now if the last write is old enough, else within WRITE_INTERVAL."""
+        if time.monotonic() - self.last_write >= WRITE_INTERVAL or len(self.steps) <= 2:
+            self.write()
+        elif self.flush_timer is None:
+            self.flush_timer = threading.Timer(WRITE_INTERVAL, self.write)
+            self.flush_timer.daemon = True
+            self.flush_timer.start()
 
     def record_backend(self) -> None:
         torch = self.torch
@@ -368,12 +399,20 @@ class Recorder:
         self.write()
 
     def write(self) -> None:
+        with self.write_lock:
+            self._write()
+
+    def _write(self) -> None:
+        self.last_write = time.monotonic()
+        timer, self.flush_timer = self.flush_timer, None
+        if timer is not None and timer is not threading.current_thread():
+            timer.cancel()
         if not (self.owner or self.steps or self.failure):
             return
         trace = {
             "format": TRACE_FORMAT, "pid": os.getpid(), "ppid": os.getppid(), "rank": self.rank,
             "owner": self.owner, "argv": sys.argv[:20], "python": sys.executable,
-            "torch_imported": self.torch is not None, "steps": self.steps,
+            "torch_imported": self.torch is not None, "steps": list(self.steps),
             "pending_backward_calls": len(self.pending), "param_devices": self.devices,
             "backend": self.backend, "emulated": self.emulated, "failure": self.failure,
             "notes": self.notes, "stopped": self.stopped,

@@ -171,8 +171,28 @@ def _read_traces(directory: Path) -> tuple[dict[str, Any], ...]:
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
+            appended = _appended_steps(path.with_name(path.name.replace("trace-", "steps-", 1) + "l"))
+            if len(appended) > len(data.get("steps") or []):  # the process died between rewrites
+                data["steps"] = appended
             traces.append(data)
     return tuple(traces)
+
+
+def _appended_steps(path: Path) -> list[dict[str, Any]]:
+    """The steps a child appended one line at a time (a torn last line is dropped)."""
+    steps = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        try:
+            step = json.loads(line)
+        except ValueError:
+            break
+        if isinstance(step, dict):
+            steps.append(step)
+    return steps
 
 
 def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
