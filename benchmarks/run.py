@@ -12,8 +12,8 @@ included), several times, median reported:
   warm scan        `portscan scan` with a populated cache and nothing changed
   pre-commit       `portscan scan --force-exclude` on 5 files, rule pack cached, results not
   semgrep          `semgrep --config benchmarks/semgrep-rules.yml` (only if semgrep is installed)
-  verify hooks     per-step overhead of `portscan verify`'s injected hooks on a small CPU
-                   training loop (fixtures/mnist-apex-ported)
+  verify hooks     per-step overhead of `portscan verify`'s injected hooks: median step
+                   time of benchmarks/step_timer.py plain and under `portscan verify`
 
 Peak RSS is the largest resident set of any portscan process (workers included).
 """
@@ -21,6 +21,7 @@ Peak RSS is the largest resident set of any portscan process (workers included).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -91,30 +92,25 @@ def precommit_files(corpus: Path, count: int = 5) -> list[str]:
     return chosen
 
 
-def verify_overhead(repeat: int) -> tuple[float, float]:
-    """(plain ms/step, hooked ms/step) on the MNIST MLP, from two step counts each so
-    start-up cancels out."""
-    script = REPO / "fixtures" / "mnist-apex-ported" / "train.py"
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}
-
-    def plain(steps: int) -> float:
-        start = time.perf_counter()
-        subprocess.run([sys.executable, str(script), "--steps", str(steps)], env=env, check=True,
-                       capture_output=True)
-        return time.perf_counter() - start
-
-    def hooked(steps: int) -> float:
-        start = time.perf_counter()
-        subprocess.run([PORTSCAN, "verify", "--steps", str(steps), "--",
-                        sys.executable, str(script), "--steps", str(steps)], env=env, check=False,
-                       capture_output=True)
-        return time.perf_counter() - start
-
-    def per_step(run) -> float:  # type: ignore[no-untyped-def]
-        low, high = 200, 1200
-        return (median(lambda: run(high), repeat) - median(lambda: run(low), repeat)) / (high - low) * 1000
-
-    return per_step(plain), per_step(hooked)
+def verify_overhead(repeat: int, width: int) -> tuple[float, float]:
+    """(plain, hooked) median step time in ms of an MLP (784-width-10, AdamW, CPU, one
+    thread), each the median over ``repeat`` interleaved runs of the per-run median step.
+    The plain run gets the environment `verify` gives its child, so only the hooks differ."""
+    timer = str(HERE / "step_timer.py")
+    steps = 1500
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONHASHSEED": "0", "PYTHONUNBUFFERED": "1",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    plain: list[float] = []
+    hooked: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="portscan-steps-") as scratch:
+        out = str(Path(scratch) / "times.json")
+        command = [sys.executable, timer, "--steps", str(steps), "--width", str(width), "--out", out]
+        for _ in range(repeat):
+            for argv, into in ((command, plain),
+                               ([PORTSCAN, "verify", "--steps", str(steps + 1), "--", *command], hooked)):
+                subprocess.run(argv, env=env, check=True, capture_output=True)
+                into.append(json.loads(Path(out).read_text())["median_ms"])
+    return statistics.median(plain), statistics.median(hooked)
 
 
 def main() -> int:
@@ -164,7 +160,8 @@ def main() -> int:
             rows.append(("semgrep, equivalent rules", sg, f"{sg / baseline:.1f}x"))
             rows.append(("portscan cold vs semgrep", cold / sg, "(ratio)"))
 
-    verify = None if args.skip_verify else verify_overhead(args.repeat)
+    verify = [] if args.skip_verify else [(width, *verify_overhead(max(args.repeat, 5), width))
+                                          for width in (128, 2048)]
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     machine = f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     out = [f"### {stamp} — {machine}", "",
@@ -172,10 +169,10 @@ def main() -> int:
            "| scenario | seconds | vs regex pass |", "|---|---|---|"]
     out += [f"| {name} | {value:.2f} | {ratio} |" for name, value, ratio in rows]
     out += ["", f"Peak RSS of a cold scan (largest portscan process): {cold_rss:.0f} MB."]
-    if verify is not None:
-        plain, hooked = verify
-        out.append(f"verify hooks: {plain:.3f} ms/step plain, {hooked:.3f} ms/step hooked "
-                   f"({(hooked / plain - 1) * 100:+.1f} %) on the MNIST MLP (CPU).")
+    for width, plain, hooked in verify:
+        out.append(f"verify hooks, MLP 784-{width}-10 (CPU, 1 thread): median step {plain:.3f} ms plain, "
+                   f"{hooked:.3f} ms hooked ({(hooked / plain - 1) * 100:+.1f} %, "
+                   f"{(hooked - plain) * 1000:+.0f} us).")
     if not shutil.which("semgrep"):
         out.append("semgrep: not installed here, not measured.")
     print("\n".join(out))

@@ -36,7 +36,9 @@ def test_same_findings_with_and_without_cache_and_workers(tmp_path: Path, cache_
     cold = outcome(scan_paths([CORPUS], rules, cache=tmp_path, workers=2))
     assert (cache_dir / "results-v1.sqlite").is_file() and (cache_dir / ".gitignore").read_text().endswith("*\n")
     warm = outcome(scan_paths([CORPUS], rules, cache=tmp_path, workers=1))
-    assert plain[0] and plain == pooled == cold == warm
+    monkeypatch.setattr(scan_module, "BULK_MIN", 1)  # the workers run the prefilter too
+    bulk = outcome(scan_paths([CORPUS], rules, workers=2))
+    assert plain[0] and plain[2] and plain == pooled == cold == warm == bulk
 
 
 def test_a_changed_file_misses_the_cache(tmp_path: Path, cache_dir: Path, rules) -> None:

@@ -15,6 +15,7 @@ from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNam
 from portscan.match.python import _Collector, _Index
 from portscan.ruleset import RuleSet, parse_rule
 from portscan.scan import scan_source
+from portscan.match.syntax import Walker
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cuda-trainer"
 
@@ -372,7 +373,7 @@ def test_resolution_agrees_with_libcst_qualified_name_provider(source: str) -> N
     module = cst.parse_module(source)
     expected = _libcst_import_names(module)
     collector = _Collector(_Index([]), frozenset())
-    module.visit(collector)
+    collector.walk(module)
     checked = 0
     for chain in collector.chains:
         for node, j in zip(chain.nodes, range(1, len(chain.parts) + 1), strict=False):
@@ -567,3 +568,41 @@ def test_prefilter_uses_regex_fragments_case_insensitively() -> None:
     assert rules.candidates("import torch\nd = torch.device('ROCm:1')\n")
     assert run("import torch\nd = torch.device('ROCm:1')\n", device) == [
         ("XX405", 2, "torch.device('ROCm:1')")]
+
+
+def test_the_fast_walker_sees_what_libcst_visits() -> None:
+    """The matcher's read-only walk reaches every node LibCST's visitor reaches, except
+    whitespace, comments and punctuation, in the same order."""
+    trivia = (cst.BaseParenthesizableWhitespace, cst.TrailingWhitespace, cst.EmptyLine, cst.Newline,
+              cst.Comment, cst.LeftParen, cst.RightParen, cst.LeftSquareBracket, cst.RightSquareBracket,
+              cst.LeftCurlyBrace, cst.RightCurlyBrace, cst.Comma, cst.Dot, cst.Colon, cst.Semicolon,
+              cst.AssignEqual)
+
+    class Libcst(cst.CSTVisitor):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[cst.CSTNode] = []
+
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if not isinstance(node, trivia):
+                self.seen.append(node)
+            return True
+
+    class Fast(Walker):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: list[cst.CSTNode] = []
+
+        def walk(self, node: cst.CSTNode) -> None:
+            self.seen.append(node)
+            super().walk(node)
+
+    checked = 0
+    for path in sorted(FIXTURE.parent.rglob("*.py")):
+        module = cst.parse_module(path.read_text())
+        reference, fast = Libcst(), Fast()
+        module.visit(reference)
+        fast.walk(module)
+        assert [id(n) for n in fast.seen if not isinstance(n, trivia)] == [id(n) for n in reference.seen], path
+        checked += len(fast.seen)
+    assert checked > 5000

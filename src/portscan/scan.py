@@ -46,6 +46,7 @@ from portscan.suppress import apply as apply_suppressions
 from portscan.suppress import suppressions
 from portscan.model import Extension, FileError, FileResult, Finding, ScanResult, Severity
 from portscan.parse import (
+    paused_gc,
     with_deep_stack,
     LineIndex,
     SourceError,
@@ -153,8 +154,9 @@ def raw_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozens
     """Findings in one file's text before suppressions, or why it cannot be scanned.
     Never raises: this is what the cache stores and the workers return."""
     try:
-        return with_deep_stack(lambda: scan_source(text, source.rel, rules, first_party, source.kind, hipify,
-                                                    target))
+        with paused_gc():
+            return with_deep_stack(lambda: scan_source(text, source.rel, rules, first_party, source.kind, hipify,
+                                                        target))
     except SourceError as exc:
         return FileError(source.rel, exc.kind, exc.message)
     except RecursionError:
@@ -193,8 +195,13 @@ def scan_file(source: SourcePath, rules: RuleSet, first_party: frozenset[str],
 
 # -- parallel workers: Python files that pass the prefilter are parsed in a process pool
 
+#: (name, line, source globs as written) of the extensions a file declares
+Extensions = tuple[tuple[str, int, tuple[str, ...]], ...]
+
 #: fewer candidate files than this are parsed in the main process (a pool costs ~0.1 s)
 PARALLEL_MIN = 24
+#: with this many Python files not in the cache, the workers run the prefilter as well
+BULK_MIN = 200
 _WORKER: dict[str, Any] = {}
 
 
@@ -202,15 +209,16 @@ def _init_worker(rules: RuleSet, target: Target | None) -> None:
     _WORKER["rules"], _WORKER["target"] = rules, target
 
 
-def _work(batch: list[tuple[SourcePath, str, frozenset[str]]]) -> list[Raw]:
-    return [raw_scan(source, text, _WORKER["rules"], first_party, None, _WORKER["target"])
+def _work(batch: list[tuple[SourcePath, str, frozenset[str]]]) -> list[tuple[Raw, Extensions | None]]:
+    return [(raw_scan(source, text, _WORKER["rules"], first_party, None, _WORKER["target"]),
+             declared_extensions(text) if "cpp_extension" in text else None)
             for source, text, first_party in batch]
 
 
 def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet, target: Target | None,
-              workers: int) -> list[Raw]:
-    """Raw results for ``jobs`` in order, from ``workers`` processes (largest files first,
-    so one big file does not finish last)."""
+              workers: int) -> list[tuple[Raw, Extensions | None]]:
+    """(raw result, declared extensions) for ``jobs`` in order, from ``workers`` processes
+    (largest files first, so one big file does not finish last)."""
     import concurrent.futures
     import multiprocessing
 
@@ -218,7 +226,7 @@ def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet
     batches = [[jobs[i] for i in order[k::workers * 4]] for k in range(workers * 4)]
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
                                           else "spawn")
-    results: dict[int, Raw] = {}
+    results: dict[int, tuple[Raw, Extensions | None]] = {}
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
                                                 initargs=(rules, target)) as pool:
         for k, raws in enumerate(pool.map(_work, batches)):
@@ -227,7 +235,7 @@ def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet
     return [results[i] for i in range(len(jobs))]
 
 
-def declared_extensions(text: str) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
+def declared_extensions(text: str) -> Extensions:
     """(name, line, source globs as written) of each CUDA/C++ extension a Python file
     declares; nothing if it does not mention ``cpp_extension`` or does not parse."""
     if "cpp_extension" not in text:
@@ -235,8 +243,9 @@ def declared_extensions(text: str) -> tuple[tuple[str, int, tuple[str, ...]], ..
     from portscan.match.python import find_extensions
 
     try:
-        declarations = find_extensions(parse_python(text))
-    except (SourceError, RecursionError):
+        with paused_gc():
+            declarations = with_deep_stack(lambda: find_extensions(parse_python(text)))
+    except Exception:  # noqa: BLE001 - the file's own scan reports why it cannot be read
         return ()
     lines = LineIndex(text)
     return tuple((d.name, lines.position(d.offset)[0], d.sources) for d in declarations)
@@ -273,6 +282,7 @@ class _Run:
         self.raw: dict[Path, Raw] = {}  #: computed ahead (cache, workers)
         self._texts: dict[Path, str] = {}
         self._no_extensions: set[Path] = set()  #: Python files known not to mention cpp_extension
+        self._extensions: dict[Path, Extensions] = {}  #: found by the workers
         self.notes: list[str] = []
         self._hipify: frozenset[str] | None = None
         self._hipify_loaded = False
@@ -305,9 +315,10 @@ class _Run:
 
     def prepare(self, sources: Sequence[SourcePath], workers: int | None) -> None:
         """Work out the raw results of Python files ahead: from the cache, from the
-        prefilter (no candidate rule: nothing to parse), or in a process pool."""
-        jobs: list[tuple[SourcePath, str, frozenset[str]]] = []
-        keys: list[str | None] = []
+        prefilter (no candidate rule: nothing to parse), or in a process pool. With many
+        files to look at, the workers run the prefilter too, and they also find the
+        extensions declared in the files they parse."""
+        pending: list[tuple[SourcePath, str, frozenset[str], str | None]] = []
         for source in sources:
             if source.kind != "python":
                 continue
@@ -318,28 +329,39 @@ class _Run:
             first_party = self.first_party(source)
             key = self.cache.key(source.kind, source.rel, first_party, text) if self.cache else None
             cached = self.cache.get(key) if self.cache and key else None
-            if cached is not None:
-                self.raw[source.path.absolute()] = cached
-            elif not self.rules.candidates(text):
-                self.raw[source.path.absolute()] = ()
-                if self.cache and key:
-                    self.cache.put(key, ())
-            else:
-                jobs.append((source, text, first_party))
-                keys.append(key)
-            absolute = source.path.absolute()
             if "cpp_extension" not in text:
-                self._no_extensions.add(absolute)
-            if self.raw.get(absolute) == () and absolute in self._no_extensions and not self.report_unused:
-                self.forget(source)  # nothing more needs this text: keep memory flat
+                self._no_extensions.add(source.path.absolute())
+            if cached is not None:
+                self._settle(source, cached, None)
+            else:
+                pending.append((source, text, first_party, key))
         count = workers if workers is not None else min(os.cpu_count() or 1, 8)
-        if len(jobs) < PARALLEL_MIN or count <= 1:
-            return  # scan() parses them one by one
-        for (source, _, _), key, raw in zip(jobs, keys, _parallel(jobs, self.rules, self.target, count),
-                                            strict=True):
-            self.raw[source.path.absolute()] = raw
-            if self.cache and key and not (isinstance(raw, FileError) and raw.kind == "internal"):
-                self.cache.put(key, raw)
+        if count > 1 and len(pending) >= BULK_MIN:
+            jobs = pending
+        else:
+            jobs = []
+            for job in pending:
+                if self.rules.candidates(job[1]):
+                    jobs.append(job)
+                else:
+                    self._settle(job[0], (), job[3])
+            if len(jobs) < PARALLEL_MIN or count <= 1:
+                return  # scan() parses them one by one
+        results = _parallel([(source, text, first_party) for source, text, first_party, _ in jobs],
+                            self.rules, self.target, count)
+        for (source, _, _, key), (raw, extensions) in zip(jobs, results, strict=True):
+            if extensions is not None:
+                self._extensions[source.path.absolute()] = extensions
+            self._settle(source, raw, key)
+
+    def _settle(self, source: SourcePath, raw: Raw, key: str | None) -> None:
+        """Keep a raw result computed ahead (and cache it); drop the text if nothing needs it."""
+        absolute = source.path.absolute()
+        self.raw[absolute] = raw
+        if self.cache and key and not (isinstance(raw, FileError) and raw.kind == "internal"):
+            self.cache.put(key, raw)
+        if raw == () and absolute in self._no_extensions and not self.report_unused:
+            self.forget(source)  # keep memory flat
 
     def scan(self, source: SourcePath) -> FileResult:
         key = source.path.absolute()
@@ -370,7 +392,7 @@ class _Run:
         self.results[key] = finish(source, text, raw, self.rules, settings)
         return self.results[key]
 
-    def extensions(self, source: SourcePath) -> tuple[tuple[str, int, tuple[str, ...]], ...]:
+    def extensions(self, source: SourcePath) -> Extensions:
         """The extensions a Python file declares (cached like findings)."""
         if source.path.absolute() in self._no_extensions:
             return ()
@@ -384,7 +406,9 @@ class _Run:
         cached = self.cache.get_value(key) if self.cache and key else None
         if isinstance(cached, tuple):
             return cached
-        found = declared_extensions(text)
+        found = self._extensions.pop(source.path.absolute(), None)
+        if found is None:
+            found = declared_extensions(text)
         if self.cache and key:
             self.cache.put(key, found)
         return found

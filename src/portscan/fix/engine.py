@@ -28,7 +28,7 @@ from portscan.fix.templates import TEMPLATES
 from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.match.python import match_python
-from portscan.parse import LineIndex, SourceError, parse_python, with_deep_stack
+from portscan.parse import LineIndex, SourceError, paused_gc, parse_python, with_deep_stack
 from portscan.suppress import suppressions
 from portscan.ruleset import Rule, RuleSet
 
@@ -233,7 +233,8 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
                first_party: frozenset[str] = frozenset()) -> FileFix:
     """Fix one Python source. Never raises for bad input: see ``FileFix.error``."""
     try:
-        return with_deep_stack(lambda: _fix_source(text, path, rules, unsafe, first_party))
+        with paused_gc():
+            return with_deep_stack(lambda: _fix_source(text, path, rules, unsafe, first_party))
     except RecursionError:
         return FileFix(path, text, text, error="code nested too deeply to fix; the file is unchanged")
 

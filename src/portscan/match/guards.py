@@ -28,7 +28,7 @@ import re
 
 import libcst as cst
 
-from portscan.match.syntax import dotted, string_text
+from portscan.match.syntax import children, dotted, string_text
 from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK,
     GUARD_ORDER,
@@ -71,7 +71,7 @@ def is_vendor_check(expr: cst.CSTNode) -> bool:
             continue
         if isinstance(node, cst.Attribute) and _VENDOR_WORD.search(node.attr.value):
             return True
-        stack.extend(node.children)
+        stack.extend(children(node))
     return False
 
 

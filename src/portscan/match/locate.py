@@ -7,12 +7,16 @@ matchers need a handful, so this tracks one integer and records just those.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 _NULL = nullcontext()
+
+
+class _Done(Exception):
+    """Every wanted node is located: the rest of the module need not be generated."""
 
 
 class _Recorder:
@@ -27,7 +31,7 @@ class _Recorder:
         self.start = self.state.offset
 
     def __exit__(self, *exc: object) -> None:
-        self.state.found[id(self.node)] = (self.start, self.state.offset)
+        self.state.record(id(self.node), self.start)
 
 
 class _OffsetState(CodegenState):
@@ -54,7 +58,12 @@ class _OffsetState(CodegenState):
     def after_codegen(self, node: cst.CSTNode) -> None:
         key = id(node)
         if key in self.wanted and key not in self.found:  # blocks: whitespace included
-            self.found[key] = (self.starts[key], self.offset)
+            self.record(key, self.starts[key])
+
+    def record(self, key: int, start: int) -> None:
+        self.found[key] = (start, self.offset)
+        if len(self.found) == len(self.wanted):
+            raise _Done
 
     def add_token(self, value: str) -> None:
         self.offset += len(value)
@@ -81,5 +90,6 @@ def locate(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[
     if not wanted:
         return {}
     state = _OffsetState(module, wanted)
-    module._codegen(state)
+    with suppress(_Done):
+        module._codegen(state)
     return state.found

@@ -36,6 +36,8 @@ from portscan.match.guards import (
 from portscan.match.locate import locate
 from portscan.match.syntax import (
     MISSING,
+    Walker,
+    children,
     SHELLS,
     dotted,
     literal,
@@ -194,7 +196,7 @@ class _Chain:
     scope: _Scope
 
 
-class _Collector(cst.CSTVisitor):
+class _Collector(Walker):
     """Single pass: bindings per scope, plus the candidate sites of every kind."""
 
     def __init__(self, index: _Index, first_party: frozenset[str]) -> None:
@@ -232,7 +234,7 @@ class _Collector(cst.CSTVisitor):
 
     def _visit(self, node: cst.CSTNode | None) -> None:
         if node is not None:
-            node.visit(self)
+            self.walk(node)
 
     def _push(self, is_class: bool = False) -> _Scope:
         self.scope = _Scope(self.scope, is_class)
@@ -1094,7 +1096,7 @@ def _names_in(test: cst.CSTNode) -> frozenset[str]:
         elif isinstance(node, cst.Attribute):
             stack.append(node.value)
         else:
-            stack.extend(node.children)
+            stack.extend(children(node))
     return frozenset(names)
 
 
@@ -1128,7 +1130,7 @@ def match_python(module: cst.Module, rules: Sequence[Rule],
     """Every match of ``rules`` in a parsed module, located by character offsets."""
     index = _Index(rules)
     collector = _Collector(index, first_party)
-    module.visit(collector)
+    collector.walk(module)
     resolver = _Resolver(module, collector)
     resolver.run()
     hits = _drop_superseded(resolver.hits)
@@ -1218,7 +1220,7 @@ def find_extensions(module: cst.Module) -> list[ExtensionDecl]:
     calls, resolved through imports like every other call."""
     collector = _Collector(_Index([]), frozenset())
     collector.index.wants_calls = True
-    module.visit(collector)
+    collector.walk(module)
     resolver = _Resolver(module, collector)
     found: list[tuple[cst.Call, str, tuple[str, ...]]] = []
     for call, scope in collector.calls:

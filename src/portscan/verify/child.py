@@ -412,7 +412,10 @@ class Recorder:
         trace = {
             "format": TRACE_FORMAT, "pid": os.getpid(), "ppid": os.getppid(), "rank": self.rank,
             "owner": self.owner, "argv": sys.argv[:20], "python": sys.executable,
-            "torch_imported": self.torch is not None, "steps": list(self.steps),
+            "torch_imported": self.torch is not None,
+            # while training runs the steps live in the appended steps file alone, so a
+            # rewrite costs the same at step 10 and at step 100,000; the last write has them
+            "steps": list(self.steps) if self.stopped or self.failure else [],
             "pending_backward_calls": len(self.pending), "param_devices": self.devices,
             "backend": self.backend, "emulated": self.emulated, "failure": self.failure,
             "notes": self.notes, "stopped": self.stopped,
@@ -420,7 +423,7 @@ class Recorder:
         temporary = self.trace_path + ".tmp"
         try:
             with open(temporary, "w", encoding="utf-8") as fh:
-                json.dump(trace, fh)
+                fh.write(json.dumps(trace))  # dumps, not dump: the C encoder
             os.replace(temporary, self.trace_path)
         except OSError:
             pass
