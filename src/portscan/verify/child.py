@@ -54,8 +54,11 @@ MI300X = {
 
 
 
-#: seconds between trace rewrites while training runs (each rewrite holds every step)
+#: seconds between trace rewrites while training runs
 WRITE_INTERVAL = 0.25
+#: seconds between appends to the steps file: a hard crash (SIGSEGV, SIGKILL) loses at
+#: most the steps of this last interval; a step slower than this is written at once
+APPEND_INTERVAL = 0.01
 
 class StepCapReached(SystemExit):
     """Raised by the step hook after the N-th step. A ``SystemExit`` with status 0, so
@@ -171,6 +174,8 @@ class Recorder:
         #: (throttled) rewrites of the whole trace
         self.steps_path = os.path.join(config["trace_dir"], f"steps-{os.getpid()}.jsonl")
         self.steps_fd: int | None = None
+        self.unwritten: list[tuple[dict, list]] = []  #: steps not appended yet, with their loss tensors
+        self.last_append = 0.0
         self.start = time.monotonic()
         self.rank = _env_int("RANK")
         key = OWNER_ENV + (str(self.rank) if self.rank is not None else "main")
@@ -324,12 +329,11 @@ class Recorder:
             self.primary = weakref.ref(optimizer)
         if self.primary() is not optimizer:
             return
-        losses = [_as_float(t) for t in self.pending]
-        self.pending.clear()
-        loss = math.fsum(losses) / len(losses) if losses else None
-        self.steps.append({"step": len(self.steps) + 1, "loss": loss, "backward_calls": len(losses),
-                           "seconds": round(time.monotonic() - self.start, 4)})
-        self.append_step(self.steps[-1])
+        losses, self.pending = self.pending, []
+        step = {"step": len(self.steps) + 1, "loss": None, "backward_calls": len(losses),
+                "seconds": round(time.monotonic() - self.start, 4)}
+        self.steps.append(step)
+        self.append_step(step, losses)
         if len(self.steps) == 1:
             self.devices = sorted({p.device.type for group in optimizer.param_groups
                                    for p in group["params"]})
@@ -341,11 +345,29 @@ class Recorder:
             raise StepCapReached(len(self.steps))
         self.write_soon()
 
-    def append_step(self, step: dict) -> None:
+    def append_step(self, step: dict, losses: list) -> None:
+        """Queue the step with its loss tensors; once APPEND_INTERVAL has passed since the
+        last write (every step of any real training, batches of fast toy steps), read the
+        losses (one device sync per batch, not per step) and append the lines."""
+        with self.write_lock:
+            self.unwritten.append((step, losses))
+            if time.monotonic() - self.last_append >= APPEND_INTERVAL:
+                self._append_unwritten()
+
+    def _append_unwritten(self) -> None:
+        self.last_append = time.monotonic()
+        queued, self.unwritten = self.unwritten, []
+        if not queued:
+            return
+        lines = []
+        for step, losses in queued:
+            values = [_as_float(t) for t in losses]
+            step["loss"] = math.fsum(values) / len(values) if values else None
+            lines.append(json.dumps(step))
         try:
             if self.steps_fd is None:
                 self.steps_fd = os.open(self.steps_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-            os.write(self.steps_fd, (json.dumps(step) + "\n").encode())
+            os.write(self.steps_fd, ("\n".join(lines) + "\n").encode())
         except (OSError, ValueError):
             pass
 
@@ -403,6 +425,7 @@ class Recorder:
             self._write()
 
     def _write(self) -> None:
+        self._append_unwritten()
         self.last_write = time.monotonic()
         timer, self.flush_timer = self.flush_timer, None
         if timer is not None and timer is not threading.current_thread():
