@@ -233,3 +233,19 @@ def test_file_names_cannot_drive_the_terminal(tmp_path: Path, capsys, fmt: str) 
     assert code == 1
     assert "\x1b" not in out and "\x07" not in out
     assert "evil" in out and "[blink]x" in out  # shown, not interpreted as rich markup
+
+
+def test_deep_recursion_is_retried_on_a_deeper_stack(monkeypatch) -> None:
+    from portscan import parse
+
+    def depth(n: int) -> int:
+        return 0 if n == 0 else 1 + depth(n - 1)
+
+    assert parse.with_deep_stack(lambda: depth(5000)) == 5000  # over the default limit of 1000
+
+    def no_threads(self) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(parse.threading.Thread, "start", no_threads)
+    with pytest.raises(RecursionError):
+        parse.with_deep_stack(lambda: depth(5000))

@@ -181,11 +181,17 @@ def with_deep_stack(function: Callable[[], T]) -> T:
             failure.append(exc)
 
     limit = sys.getrecursionlimit()
-    old_stack = threading.stack_size(DEEP_STACK_BYTES)
+    try:
+        old_stack = threading.stack_size(DEEP_STACK_BYTES)
+    except (ValueError, RuntimeError):  # a platform without settable thread stacks
+        raise RecursionError("nesting too deep") from None
     try:
         sys.setrecursionlimit(max(limit, DEEP_RECURSION_LIMIT))
         worker = threading.Thread(target=run, name="portscan-deep")
-        worker.start()
+        try:
+            worker.start()
+        except (RuntimeError, MemoryError):  # no room for such a stack here
+            raise RecursionError("nesting too deep") from None
         worker.join()
     finally:
         threading.stack_size(old_stack)
