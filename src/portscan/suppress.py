@@ -68,6 +68,12 @@ def suppressions(text: str, path: str, kind: str, known: Collection[str] | None 
     return [f for f in found if known is None or f.code in known]
 
 
+def covers(suppression: Suppression, code: str, first_line: int, last_line: int) -> bool:
+    """Does ``suppression`` silence a finding of ``code`` that starts on ``first_line``
+    and ends on ``last_line``? File-level ones cover every line."""
+    return suppression.code == code and (suppression.file or suppression.line in (first_line, last_line))
+
+
 def apply(findings: Iterable[Finding], found: list[Suppression]
           ) -> tuple[tuple[Finding, ...], list[Suppression]]:
     """(findings left, suppressions that silenced nothing)."""
@@ -76,8 +82,7 @@ def apply(findings: Iterable[Finding], found: list[Suppression]
     used: set[Suppression] = set()
     kept = []
     for finding in findings:
-        matching = [s for s in found if s.code == finding.rule
-                    and (s.file or s.line in (finding.span.line, finding.span.end_line))]
+        matching = [s for s in found if covers(s, finding.rule, finding.span.line, finding.span.end_line)]
         if matching:
             used.update(matching)
         else:

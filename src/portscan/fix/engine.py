@@ -14,7 +14,6 @@ parse and, when the input compiled, compile, or the file is left as it was.
 from __future__ import annotations
 
 import copy
-import functools
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,7 +28,7 @@ from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.match.python import match_python
 from portscan.parse import LineIndex, SourceError, paused_gc, parse_python, with_deep_stack
-from portscan.suppress import suppressions
+from portscan.suppress import covers, suppressions
 from portscan.ruleset import Rule, RuleSet
 
 MAX_PASSES = 12
@@ -83,8 +82,7 @@ class _Pass(CodemodCommand):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         ctx = FixContext(self.context)
-        matches = [m for m in match_python(tree, self.rules, self.first_party)
-                   if m.rule.fix is not None and m.guard is None and m.fixable and not self.silenced(m)]
+        matches = fixable(match_python(tree, self.rules, self.first_party), self.silenced)
         transforms: dict[str, list[Match]] = {}
         edits: list[Edit] = []
         clean = copy.deepcopy(self.context.scratch)
@@ -173,15 +171,27 @@ def _non_overlapping(ctx: FixContext, edits: Sequence[Edit]) -> list[Edit]:
     return chosen
 
 
-def silenced(text: str, match: Match) -> bool:
-    """Is the match's rule silenced by a ``noqa``/``portscan: ignore`` comment? Those
-    findings are not reported, so they are not rewritten either."""
+def silencer(text: str) -> Callable[[Match], bool]:
+    """Is a match's rule silenced by a ``noqa``/``portscan: ignore`` comment in ``text``?
+    Those findings are not reported, so they are not rewritten either. The comments are
+    read once per text."""
     found = suppressions(text, "", "python")
     if not found:
-        return False
+        return lambda match: False
     index = LineIndex(text)
-    lines = {index.position(match.start)[0], index.position(max(match.end - 1, match.start))[0]}
-    return any(s.code == match.rule.code and (s.file or s.line in lines) for s in found)
+
+    def silenced(match: Match) -> bool:
+        first = index.position(match.start)[0]
+        last = index.position(max(match.end - 1, match.start))[0]
+        return any(covers(s, match.rule.code, first, last) for s in found)
+
+    return silenced
+
+
+def fixable(matches: Sequence[Match], silenced: Callable[[Match], bool]) -> list[Match]:
+    """The matches a fix may rewrite: the rule has a fix, the code is not guarded, the
+    shape is one the rule can fix and no comment silences it."""
+    return [m for m in matches if m.rule.fix is not None and m.guard is None and m.fixable and not silenced(m)]
 
 
 def module_names(path: str) -> tuple[str, str]:
@@ -240,13 +250,15 @@ def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
 
 
 def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party: frozenset[str]) -> FileFix:
-    if not any(r.fix is not None for r in rules.candidates(text)):
+    candidates = rules.candidates(text)
+    if not any(r.fix is not None for r in candidates):
         return FileFix(path, text, text)
     try:
         module = parse_python(text)
     except SourceError as exc:
         return FileFix(path, text, text, error=exc.message)
-    if not _has_work(module, text, rules, first_party):  # the common case: no codemod at all
+    silenced = silencer(text)
+    if not fixable(match_python(module, candidates, first_party), silenced):  # the common case: no codemod
         return FileFix(path, text, text)
     compiled = _compiles(text, path)
     module_name, package = module_names(path)
@@ -258,8 +270,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
             return FileFix(path, text, text, error="LibCST does not reproduce this file byte for byte "
                                                    "(unusual line endings?); left as it is")
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
-        last = _Pass(context, rules.candidates(current), first_party, unsafe,
-                     functools.partial(silenced, current))
+        last = _Pass(context, candidates, first_party, unsafe, silenced)
         declined = last.not_fixed
         try:
             fixed = last.transform_module(module)
@@ -283,7 +294,8 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
                                                    "the file is unchanged")
         applied += [Applied(m.rule.code, m.rule.name, tier) for m, tier in last.applied]
         current = new
-        if not _has_work(module, current, rules, first_party):  # settled: nothing left to try or decline
+        candidates, silenced = rules.candidates(current), silencer(current)
+        if not fixable(match_python(module, candidates, first_party), silenced):  # settled: nothing left
             declined = []
             break
     else:
@@ -294,12 +306,6 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
                               for m, reason in declined},
                              key=lambda n: (n.line, n.rule)))
     return FileFix(path, text, current, tuple(applied), not_fixed)
-
-
-def _has_work(module: cst.Module, text: str, rules: RuleSet, first_party: frozenset[str]) -> bool:
-    """Does any unguarded, unsilenced finding with a fix remain? Cheap: no metadata, no codemod."""
-    return any(m.rule.fix is not None and m.guard is None and m.fixable and not silenced(text, m)
-               for m in match_python(module, rules.candidates(text), first_party))
 
 
 def _lines(text: str):  # type: ignore[no-untyped-def]
