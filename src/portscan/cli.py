@@ -418,7 +418,7 @@ def run_explain(args: argparse.Namespace) -> int:
     if rule is None:
         print(f"portscan: no rule {args.rule!r}; `portscan rules` lists them", file=sys.stderr)
         return EXIT_ERROR
-    page = render_rule_page(rule).split("\n", 1)[1]  # drop the generated-file banner
+    page = render_rule_page(rule, banner=False)
     Console(highlight=False).print(Markdown(page))
     return EXIT_CLEAN
 

@@ -226,11 +226,13 @@ def target_section(rule: Rule) -> list[str]:
     return [*lines, ""]
 
 
-def render_rule_page(rule: Rule) -> str:
+def render_rule_page(rule: Rule, banner: bool = True) -> str:
+    """A rule's Markdown page; ``banner``: start with the generated-file notice, as the
+    files under docs/rules do."""
     bad = rule.bad[0]
     good = rule.good[0]
     lines = [
-        BANNER.format(origin=_relative_origin(rule)),
+        *([BANNER.format(origin=_relative_origin(rule))] if banner else []),
         f"# {rule.code} {rule.name}",
         "",
         f"**Severity:** {rule.severity.value} · **Category:** {rule.category} · "

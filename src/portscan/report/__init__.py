@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 
-from portscan.model import ScanResult, Severity
+from portscan.model import Finding, ScanResult, Severity
 
 
 def summary(result: ScanResult) -> dict[str, object]:
@@ -20,6 +21,21 @@ def summary(result: ScanResult) -> dict[str, object]:
         "by_category": dict(sorted(Counter(f.category for f in result.findings).items())),
         "suppressed": result.suppressed,
     }
+
+
+#: how a finding with a fix is marked in one-line formats
+FIX_SUFFIX = {"safe": " [fix]", "unsafe": " [unsafe fix]"}
+
+
+def guard_note(finding: Finding) -> str:
+    """`` (guarded: NAME)`` for a finding in code that already copes with ROCm, else ``""``."""
+    return f" (guarded: {finding.guard})" if finding.guard else ""
+
+
+def fix_counts(findings: Iterable[Finding]) -> tuple[int, int]:
+    """(findings with a safe fix, findings with an unsafe fix)."""
+    fixes = Counter(f.fix for f in findings)
+    return fixes["safe"], fixes["unsafe"]
 
 
 #: control characters, ANSI escape sequences' ESC included (tab and newline are not)

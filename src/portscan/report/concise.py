@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 
 from portscan.model import FileError, Finding, ScanResult
-from portscan.report import clean
+from portscan.report import FIX_SUFFIX, clean, guard_note
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
-FIX_SUFFIX = {"safe": " [fix]", "unsafe": " [unsafe fix]"}
 
 
 def _one_line(text: str) -> str:
@@ -22,8 +21,7 @@ def _one_line(text: str) -> str:
 def finding_line(finding: Finding) -> str:
     line = (f"{clean(finding.path)}:{finding.span.line}:{finding.span.column}: {finding.rule} "
             f"[{finding.severity.value}] {_one_line(finding.message)}")
-    if finding.guard:
-        line += f" (guarded: {finding.guard})"
+    line += guard_note(finding)
     if finding.fix:
         line += FIX_SUFFIX.get(finding.fix, f" [{finding.fix} fix]")
     return line

@@ -11,7 +11,7 @@ from collections import Counter
 from itertools import groupby
 from pathlib import Path
 
-from portscan.report import clean
+from portscan.report import clean, fix_counts, guard_note
 from portscan.model import Finding, ScanResult, Severity
 
 #: Engineer-hours per (rule, file) pair, by severity: the effort heuristic, stated in
@@ -93,8 +93,7 @@ def render_markdown(result: ScanResult) -> str:
     for category, group in by_category.items():
         out += [f"### {category}", ""]
         for f in sorted(group, key=lambda f: (-f.severity.rank, f.path, f.span.line)):
-            guard = f" (guarded: {f.guard})" if f.guard else ""
-            out.append(f"- **{f.severity.value}** {_where(f)} {f.rule}: {_cell(f.message)}{guard}")
+            out.append(f"- **{f.severity.value}** {_where(f)} {f.rule}: {_cell(f.message)}{guard_note(f)}")
         out.append("")
     if result.extensions:
         out += ["## CUDA extensions", "",
@@ -103,8 +102,7 @@ def render_markdown(result: ScanResult) -> str:
                 f"{', '.join(f'`{s}`' for s in e.sources) or '-'} | {e.findings} |"
                 for e in result.extensions]
         out.append("")
-    safe = sum(1 for f in findings if f.fix == "safe")
-    unsafe = sum(1 for f in findings if f.fix == "unsafe")
+    safe, unsafe = fix_counts(findings)
     out += ["## Auto-fixable", "",
             f"{safe + unsafe} of {len(findings)} findings have an automatic fix: {safe} safe "
             f"(`portscan fix`), {unsafe} that change behaviour and need review "

@@ -25,6 +25,7 @@ from portscan.docs import render_rule_page
 from portscan.fix.engine import fix_source
 from portscan.model import Confidence, FileError, Finding, ScanResult, Severity
 from portscan.parse import LineIndex, SourceError, decode_python, read_bytes
+from portscan.report import guard_note
 from portscan.ruleset import Rule, RuleSet
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -76,13 +77,12 @@ def _root_uri(root: str) -> str:
 
 
 def _rule_descriptor(rule: Rule) -> Json:
-    page = render_rule_page(rule).split("\n", 1)  # the first line is the generated-file banner
     descriptor: Json = {
         "id": rule.code,
         "name": rule.name,
         "shortDescription": {"text": _clip(neutral_message(rule.message))},
         "fullDescription": {"text": _clip(rule.rocm)},
-        "help": {"text": rule.rewrite, "markdown": page[1].lstrip("\n") if len(page) > 1 else page[0]},
+        "help": {"text": rule.rewrite, "markdown": render_rule_page(rule, banner=False)},
     }
     if rule.references:
         descriptor["helpUri"] = rule.references[0]
@@ -234,7 +234,7 @@ def render_sarif(result: ScanResult, rules: RuleSet, tool_version: str) -> str:
     seen: dict[str, int] = {}
     results: list[Json] = []
     for finding in result.findings:
-        message = finding.message + (f" (guarded: {finding.guard})" if finding.guard else "")
+        message = finding.message + guard_note(finding)
         span = finding.span
         entry: Json = {
             "ruleId": finding.rule,

@@ -18,7 +18,7 @@ from rich.text import Text
 
 from portscan.model import Finding, ScanResult, Severity
 from portscan.parse import SourceError, decode_python, read_bytes, split_lines
-from portscan.report import clean, summary
+from portscan.report import FIX_SUFFIX, clean, fix_counts, guard_note, summary
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 FRAME_CONTEXT = 1
@@ -57,10 +57,9 @@ def render_finding(finding: Finding, lines: list[str] | None) -> Group:
     head.append(f"{finding.rule} ", style="bold magenta")
     head.append(f"{finding.severity.value:<7} ", style=SEVERITY_STYLE[finding.severity])
     head.append(clean(finding.message))
-    if finding.guard:
-        head.append(f" (guarded: {finding.guard})", style="dim")
+    head.append(guard_note(finding), style="dim")
     if finding.fix:
-        head.append(" [fix]" if finding.fix == "safe" else " [unsafe fix]", style="cyan")
+        head.append(FIX_SUFFIX.get(finding.fix, f" [{finding.fix} fix]"), style="cyan")
     parts: list[object] = [head]
     if lines is not None and finding.span.line <= len(lines):
         parts.append(code_frame(lines, finding))
@@ -88,8 +87,7 @@ def render_summary(result: ScanResult) -> Group:
     if result.errors:
         line.append(f"; {len(result.errors)} could not be scanned", style="bold red")
     parts: list[object] = [line]
-    safe = sum(1 for f in result.findings if f.fix == "safe")
-    unsafe = sum(1 for f in result.findings if f.fix == "unsafe")
+    safe, unsafe = fix_counts(result.findings)
     if safe or unsafe:
         parts.append(Text(f"{safe} fixable with `portscan fix`, {unsafe} more with "
                           "`portscan fix --unsafe-fixes` (review the diff: `--diff`)"))
