@@ -10,6 +10,7 @@ file and the key.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -73,7 +74,6 @@ class Config:
     rules_dirs: tuple[Path, ...] = ()
     target: Target = field(default_factory=Target)
     baseline: Path | None = None
-    verify: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def base(self) -> Path:
@@ -160,8 +160,7 @@ def parse_config(table: Mapping[str, Any], path: Path, where: str = "") -> Confi
     baseline = table.get("baseline")
     if baseline is not None and not (isinstance(baseline, str) and baseline):
         raise fail("baseline", "expected a file path")
-    verify = table.get("verify", {})
-    if not isinstance(verify, Mapping):
+    if not isinstance(table.get("verify", {}), Mapping):  # read by `portscan verify` itself
         raise fail("verify", "expected a table")
     return Config(
         path=path, select=codes("select"), ignore=codes("ignore"),
@@ -171,7 +170,7 @@ def parse_config(table: Mapping[str, Any], path: Path, where: str = "") -> Confi
         extend_exclude=patterns("extend-exclude"), fail_on=Severity(fail_on),
         rules_dirs=tuple(path.parent / d for d in dirs),
         target=parse_target(table.get("target", {}), lambda key, problem: fail(f"target.{key}", problem)),
-        baseline=path.parent / baseline if baseline else None, verify=dict(verify),
+        baseline=path.parent / baseline if baseline else None,
     )
 
 
@@ -218,9 +217,15 @@ def ignored_codes(config: Config, path: Path) -> tuple[str, ...]:
 
 
 def _glob_match(rel: PurePosixPath, pattern: str) -> bool:
+    return _glob_spec(pattern).match_file(str(rel))
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_spec(pattern: str) -> Any:
+    """One compiled pattern, built once per run rather than once per file."""
     import pathspec
 
-    return pathspec.GitIgnoreSpec.from_lines([pattern]).match_file(str(rel))
+    return pathspec.GitIgnoreSpec.from_lines([pattern])
 
 
 def selection(config: Config, select: Iterable[str] = (), ignore: Iterable[str] = (),

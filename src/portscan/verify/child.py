@@ -41,6 +41,8 @@ import weakref
 CONFIG_ENV = "PORTSCAN_VERIFY_CONFIG"
 OWNER_ENV = "PORTSCAN_VERIFY_OWNER_"  #: + the rank key; set by the first process of a rank
 TRACE_FORMAT = 1
+TRACE_NAME = "trace-{pid}.json"  #: the trace each process writes (replaced atomically)
+STEPS_NAME = "steps-{pid}.jsonl"  #: the steps it appends
 EMULATED_HIP = "6.4.43482-emulated"
 MI300X = {
     "name": "AMD Instinct MI300X",
@@ -54,11 +56,12 @@ MI300X = {
 
 
 
-#: seconds between trace rewrites while training runs
-WRITE_INTERVAL = 0.25
-#: seconds between appends to the steps file: a hard crash (SIGSEGV, SIGKILL) loses at
-#: most the steps of this last interval; a step slower than this is written at once
+#: seconds between appends to the steps file: a step that comes this long after the last
+#: append is appended with the steps queued since (all of them, in any real training,
+#: where a step takes longer); a hard crash (SIGSEGV, SIGKILL) loses the queued ones
 APPEND_INTERVAL = 0.01
+#: the first steps are written at once, with the trace, so a run that stalls early shows them
+EARLY_STEPS = 2
 
 class StepCapReached(SystemExit):
     """Raised by the step hook after the N-th step. A ``SystemExit`` with status 0, so
@@ -169,10 +172,10 @@ class Recorder:
     def __init__(self, config: dict) -> None:
         self.config = config
         self.cap = int(config.get("steps") or 0)
-        self.trace_path = os.path.join(config["trace_dir"], f"trace-{os.getpid()}.json")
+        self.trace_path = os.path.join(config["trace_dir"], TRACE_NAME.format(pid=os.getpid()))
         #: one JSON line per step, appended as it happens: survives a crash between the
         #: (throttled) rewrites of the whole trace
-        self.steps_path = os.path.join(config["trace_dir"], f"steps-{os.getpid()}.jsonl")
+        self.steps_path = os.path.join(config["trace_dir"], STEPS_NAME.format(pid=os.getpid()))
         self.steps_fd: int | None = None
         self.unwritten: list[tuple[dict, list]] = []  #: steps not appended yet, with their loss tensors
         self.last_append = 0.0
@@ -192,10 +195,9 @@ class Recorder:
         self.stopped: str | None = None
         self.torch = None
         self.local = threading.local()
-        #: the trace is rewritten at most every WRITE_INTERVAL seconds during training (a
-        #: daemon timer writes what is pending), and at once on a cap, a failure or exit
-        self.last_write = 0.0
-        self.flush_timer: threading.Timer | None = None
+        #: the trace is written at the first steps, on a cap, a failure and at exit; losses
+        #: are read (a device sync) only on the thread that steps or exits, never in the
+        #: background, which could break a CUDA graph being captured
         self.write_lock = threading.Lock()
 
     # -- start-up -------------------------------------------------------------------
@@ -343,12 +345,13 @@ class Recorder:
             self.stopped = "step-cap"
             self.write()
             raise StepCapReached(len(self.steps))
-        self.write_soon()
+        if len(self.steps) <= EARLY_STEPS:
+            self.write()
 
     def append_step(self, step: dict, losses: list) -> None:
         """Queue the step with its loss tensors; once APPEND_INTERVAL has passed since the
-        last write (every step of any real training, batches of fast toy steps), read the
-        losses (one device sync per batch, not per step) and append the lines."""
+        last append (every step of any real training, batches of fast toy steps), read the
+        losses (one device sync per batch) and append the lines."""
         with self.write_lock:
             self.unwritten.append((step, losses))
             if time.monotonic() - self.last_append >= APPEND_INTERVAL:
@@ -370,15 +373,6 @@ class Recorder:
             os.write(self.steps_fd, ("\n".join(lines) + "\n").encode())
         except (OSError, ValueError):
             pass
-
-    def write_soon(self) -> None:
-        """Write now if the last write is old enough, else within WRITE_INTERVAL."""
-        if time.monotonic() - self.last_write >= WRITE_INTERVAL or len(self.steps) <= 2:
-            self.write()
-        elif self.flush_timer is None:
-            self.flush_timer = threading.Timer(WRITE_INTERVAL, self.write)
-            self.flush_timer.daemon = True
-            self.flush_timer.start()
 
     def record_backend(self) -> None:
         torch = self.torch
@@ -426,18 +420,14 @@ class Recorder:
 
     def _write(self) -> None:
         self._append_unwritten()
-        self.last_write = time.monotonic()
-        timer, self.flush_timer = self.flush_timer, None
-        if timer is not None and timer is not threading.current_thread():
-            timer.cancel()
         if not (self.owner or self.steps or self.failure):
             return
         trace = {
             "format": TRACE_FORMAT, "pid": os.getpid(), "ppid": os.getppid(), "rank": self.rank,
             "owner": self.owner, "argv": sys.argv[:20], "python": sys.executable,
             "torch_imported": self.torch is not None,
-            # while training runs the steps live in the appended steps file alone, so a
-            # rewrite costs the same at step 10 and at step 100,000; the last write has them
+            # while training runs the steps live in the appended steps file alone; the
+            # last write has them
             "steps": list(self.steps) if self.stopped or self.failure else [],
             "pending_backward_calls": len(self.pending), "param_devices": self.devices,
             "backend": self.backend, "emulated": self.emulated, "failure": self.failure,

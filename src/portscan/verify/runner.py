@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from portscan.verify.child import CONFIG_ENV, STEPS_NAME, TRACE_NAME
 from portscan.verify.emulation import prepend_path, write_program_stubs
 
 RUNTIME = Path(__file__).with_name("child.py")
-CONFIG_ENV = "PORTSCAN_VERIFY_CONFIG"
 OUTPUT_LINES = 20_000  #: lines of output kept (the rest is dropped from the front)
 KILL_GRACE = 3.0  #: seconds between SIGTERM and SIGKILL
 _PYTHON = re.compile(r"python[0-9.]*")
@@ -165,14 +165,15 @@ def _read(stream: Any, lines: deque[str], echo: Callable[[str], None] | None) ->
 
 def _read_traces(directory: Path) -> tuple[dict[str, Any], ...]:
     traces = []
-    for path in sorted(directory.glob("trace-*.json")):
+    for path in sorted(directory.glob(TRACE_NAME.format(pid="*"))):
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):
-            appended = _appended_steps(path.with_name(path.name.replace("trace-", "steps-", 1) + "l"))
-            if len(appended) > len(data.get("steps") or []):  # the process died between rewrites
+            pid = data.get("pid")
+            appended = _appended_steps(directory / STEPS_NAME.format(pid=pid)) if isinstance(pid, int) else []
+            if len(appended) > len(data.get("steps") or []):  # the process died before its last write
                 data["steps"] = appended
             traces.append(data)
     return tuple(traces)
