@@ -327,9 +327,9 @@ class RuleSet:
         self.by_code: dict[str, Rule] = {rule.code: rule for rule in self.rules}
         self._by_surface: dict[str, tuple[Rule, ...]] = {}
         #: each Python rule with its token sets, worked out once
-        self._sets = tuple((rule, tuple(rule.pattern.token_sets()))
-                           for rule in self.rules if "python" in rule.pattern.surfaces)
-        tokens = {t for _, sets in self._sets for s in sets for t in s}
+        python = tuple((rule, tuple(rule.pattern.token_sets()))
+                       for rule in self.rules if "python" in rule.pattern.surfaces)
+        tokens = {t for _, sets in python for s in sets for t in s}
         words = {t for t in tokens if isinstance(t, str)}
         self._words = frozenset(t for t in words if _WORD.fullmatch(t))
         #: tokens that are not plain words ("nvidia-smi"), each with its own bounded search
@@ -338,7 +338,7 @@ class RuleSet:
         #: per rule, each token set split into plain words (a subset test) and the rest
         self._plans = tuple((rule, tuple((frozenset(t for t in s if t in self._words),
                                           tuple(t for t in s if t not in self._words)) for s in sets))
-                            for rule, sets in self._sets)
+                            for rule, sets in python)
         #: some token set needs no plain word (only "nvidia-smi", say)
         self._wordless = any(not cheap for _, plans in self._plans for cheap, _ in plans)
 
@@ -389,9 +389,7 @@ class RuleSet:
         imports: list[str] = []
 
         def occurs(token: Token) -> bool:
-            if isinstance(token, str):
-                if token in self._words:
-                    return token in words
+            if isinstance(token, str):  # not a plain word: those were tested as a set
                 if token not in known:
                     known[token] = token in text and self._compounds[token].search(text) is not None
                 return known[token]

@@ -1,6 +1,6 @@
 """Orchestration: discover -> read -> prefilter -> parse -> match -> findings.
 
-:func:`scan_source` is pure (text in, findings out); :func:`scan_file` never raises;
+:func:`scan_source` is pure (text in, findings out); :func:`raw_scan` never raises;
 :func:`scan_paths` runs a whole scan and is what the CLI calls. Python files go
 through the prefilter and the libcst matcher; every other kind has a matcher of its
 own (:data:`MATCHERS`). CUDA extensions declared in Python link their C++/CUDA sources
@@ -177,20 +177,6 @@ def finish(source: SourcePath, text: str, raw: Raw, rules: RuleSet, settings: Fi
     kept, unused = apply_suppressions(kept, comments)
     return FileResult(source.rel, kept, suppressed=len(raw) - len(kept),
                       unused=tuple(unused) if settings.report_unused else ())
-
-
-def scan_file(source: SourcePath, rules: RuleSet, first_party: frozenset[str],
-              hipify: frozenset[str] | None = None, text: str | None = None,
-              settings: FileSettings = FileSettings()) -> FileResult:
-    """Scan one file (or ``text`` in its place), then apply per-file-ignores and the
-    file's suppression comments. Never raises: problems come back as ``FileResult.error``."""
-    if text is None:
-        try:
-            text = read_source(source.path, source.kind)
-        except SourceError as exc:
-            return FileResult(source.rel, error=FileError(source.rel, exc.kind, exc.message))
-    return finish(source, text, raw_scan(source, text, rules, first_party, hipify, settings.target),
-                  rules, settings)
 
 
 # -- parallel workers: Python files that pass the prefilter are parsed in a process pool
@@ -456,9 +442,10 @@ def _drain(run: _Run, discovery: Discovery, progress: Callable[[int, int], None]
             progress(done, done + len(queue))
         if source.kind == "requirements":
             try:
-                text = read_source(source.path, "requirements")
+                text = run.text(source)  # read once, by run.scan
             except SourceError:
                 continue
+            run.forget(source)
             for include in requirements_includes(text):
                 target = source.path.parent / include
                 if target.is_file() and target.absolute() not in run.results:

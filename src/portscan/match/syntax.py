@@ -31,6 +31,8 @@ _SOURCE_ORDER = {
     "ExceptStarHandler": ("type", "name", "body"),
     "FunctionDef": ("decorators", "asynchronous", "name", "type_parameters", "params", "returns", "body"),
     "ClassDef": ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
+    "MatchCase": ("pattern", "guard", "body"),
+    "TypeAlias": ("name", "type_parameters", "value"),
 }
 
 
@@ -158,8 +160,6 @@ def shell_programs(command: str) -> Iterator[str]:
 def program_name(word: str) -> str | None:
     base = posixpath.basename(word)
     return base if base and "\0" not in base else None
-
-
 
 
 def source_snippet(module: cst.Module, node: cst.CSTNode) -> str:
