@@ -48,12 +48,19 @@ def read_bytes(path: Path) -> bytes:
         raise SourceError("read", f"cannot read file: {exc.strerror or exc}") from None
 
 
+def python_encoding(data: bytes) -> str:
+    """The codec Python reads this source with (``utf-8-sig`` keeps a BOM); raises
+    SyntaxError for a bad coding cookie."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return encoding
+
+
 def decode_python(data: bytes) -> str:
     """Decode as Python does: BOM, then a PEP 263 coding cookie, else UTF-8."""
     if b"\x00" in data:
         raise SourceError("binary", "binary content (NUL bytes) in a source file")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        encoding = python_encoding(data)
     except SyntaxError as exc:
         raise SourceError("decode", f"bad encoding declaration: {exc.msg}") from None
     try:

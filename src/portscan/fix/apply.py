@@ -10,11 +10,9 @@ byte.
 
 from __future__ import annotations
 
-import io
 import os
 import stat
 import tempfile
-import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +21,7 @@ from portscan.config import Config, ignored_codes
 from portscan.discover import Excludes, discover, first_party_modules, modules_in
 from portscan.fix.engine import FileFix, fix_source
 from portscan.model import FileError, ScanResult
-from portscan.parse import SourceError, decode_python, read_bytes
+from portscan.parse import SourceError, decode_python, python_encoding, read_bytes
 from portscan.ruleset import RuleSet
 from portscan.scan import scan_paths
 
@@ -39,12 +37,6 @@ class FixRun:
     @property
     def changed(self) -> tuple[FileFix, ...]:
         return tuple(f for f in self.files if f.changed)
-
-
-def encoding_of(data: bytes) -> str:
-    """The codec Python reads this source with (``utf-8-sig`` keeps a BOM)."""
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return encoding
 
 
 def write_atomic(path: Path, data: bytes, expected: bytes) -> None:
@@ -102,7 +94,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
             errors.append(FileError(source.rel, "fix", result.error))
         if result.changed:
             try:
-                encoded = result.fixed.encode(encoding_of(data))
+                encoded = result.fixed.encode(python_encoding(data))
                 if write:
                     write_atomic(source.path, encoded, data)
             except (OSError, UnicodeEncodeError, SyntaxError) as exc:

@@ -31,6 +31,16 @@ from portscan.match import Match
 
 Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
 
+#: ``=`` of a keyword argument, spelled without spaces (``enabled=False``)
+EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
+
+
+def single_small(statement: cst.CSTNode | None) -> cst.BaseSmallStatement | None:
+    """The statement of a line that holds exactly one (``x = 1``, not ``x = 1; y = 2``)."""
+    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
+        return statement.body[0]
+    return None
+
 
 @dataclass(frozen=True, slots=True)
 class Edit:
@@ -104,6 +114,7 @@ class FixContext:
 
     # -- names ------------------------------------------------------------------
 
+    @functools.cached_property
     def _import_bindings(self) -> dict[str, tuple[str, frozenset[object]]]:
         """Module-level names bound only by absolute imports of one qualified name:
         local name -> (qualified, its bindings)."""
@@ -128,7 +139,7 @@ class FixContext:
         if scope is None:
             return None
         parts = qualified.split(".")
-        bindings = self._import_bindings()
+        bindings = self._import_bindings
         best: tuple[int, str] | None = None
         for local, (bound, assignments) in bindings.items():
             bound_parts = bound.split(".")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope
 
-from portscan.fix.rewrite import Declined, Edit, FixContext
+from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
 from portscan.fix.spec import FixSpec, Replace
 from portscan.match import Match
 from portscan.match.syntax import MISSING, literal, literal_in
@@ -53,7 +53,7 @@ def replace(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
             return Declined(match, f"`{entry.to.split('.')[0]}` means something else here")
         ctx.release_imports(node)
         if entry.bare == "call":
-            args = [cst.Arg(literal_node(v), keyword=cst.Name(k), equal=_EQUAL) for k, v in entry.add.items()]
+            args = [cst.Arg(literal_node(v), keyword=cst.Name(k), equal=EQUAL) for k, v in entry.add.items()]
             return Edit(node, cst.Call(reference, args), match, spec.tier)
         return Edit(node, reference, match, spec.tier)
     return Declined(match, "only calls are rewritten; this use is not called")
@@ -91,8 +91,6 @@ def _spellings(node: cst.CSTNode, tail: list[str]) -> int:
     return count
 
 
-_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""),
-                         whitespace_after=cst.SimpleWhitespace(""))
 
 
 def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
@@ -133,10 +131,10 @@ def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
         if name in consumed:
             continue
         new_name = entry.rename.get(name, name)
-        arguments[new_name] = arg.with_changes(keyword=cst.Name(new_name), equal=_EQUAL) \
+        arguments[new_name] = arg.with_changes(keyword=cst.Name(new_name), equal=EQUAL) \
             if arg.keyword is None else arg.with_changes(keyword=cst.Name(new_name))
     for name, value in entry.add.items():
-        arguments.setdefault(name, cst.Arg(literal_node(value), keyword=cst.Name(name), equal=_EQUAL))
+        arguments.setdefault(name, cst.Arg(literal_node(value), keyword=cst.Name(name), equal=EQUAL))
     leading = [n for n in entry.positional[:next((i for i, n in enumerate(entry.positional)
                                                   if n in entry.parameters), len(entry.positional))]]
     # positional as far as the call passed them so, after inserted leading ones ("cuda")
@@ -228,7 +226,7 @@ def delete(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
     """Remove ``f(...)`` standing alone as a statement, or ``x.attr = value`` where the
     match is the assigned attribute; ``pass`` is left when the block would be empty."""
     line = ctx.statement(match.node)  # type: ignore[arg-type]
-    small = line.body[0] if isinstance(line, cst.SimpleStatementLine) and len(line.body) == 1 else None
+    small = single_small(line)
     if isinstance(small, cst.Expr):
         value = small.value
         alone = value is match.node or (isinstance(value, cst.Call) and value.func is match.node)

@@ -48,7 +48,7 @@ from typing import Any
 import libcst as cst
 from libcst.metadata import ImportAssignment
 
-from portscan.fix.rewrite import FixContext
+from portscan.fix.rewrite import EQUAL, FixContext, single_small
 from portscan.fix.spec import NEEDS_UNSAFE, Tier
 from portscan.fix.transforms import TransformResult, decline_all
 from portscan.match import Match
@@ -182,12 +182,6 @@ def _statement_of(ctx: FixContext, node: cst.CSTNode) -> cst.BaseStatement:
     return statement
 
 
-def _single_small(statement: cst.CSTNode) -> cst.BaseSmallStatement | None:
-    if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1:
-        return statement.body[0]
-    return None
-
-
 class _Builder:
     """Works out the rewrite of one module, or raises :class:`Decline`."""
 
@@ -242,7 +236,7 @@ class _Builder:
     def initialize(self, call: cst.Call) -> tuple[str, bool, bool]:
         ctx = self.ctx
         statement = _statement_of(ctx, call)
-        small = _single_small(statement)
+        small = single_small(statement)
         if not isinstance(small, cst.Assign) or small.value is not call or len(small.targets) != 1:
             raise Decline("amp.initialize is not assigned as `model, optimizer = amp.initialize(...)`")
         model, optimizer = _argument(call, 0, "models"), _argument(call, 1, "optimizers")
@@ -283,7 +277,7 @@ class _Builder:
             enabled = enabled_parts[0]
             for part in enabled_parts[1:]:
                 enabled = cst.BooleanOperation(enabled, cst.And(), part)
-            arguments.append(cst.Arg(enabled, keyword=cst.Name("enabled"), equal=_EQUAL))
+            arguments.append(cst.Arg(enabled, keyword=cst.Name("enabled"), equal=EQUAL))
         grad_scaler = self.expression("torch.amp.GradScaler", call)
         create = _line(cst.Assign([cst.AssignTarget(cst.Name(scaler))], cst.Call(grad_scaler, arguments)))
         target = small.targets[0].target
@@ -309,7 +303,7 @@ class _Builder:
                 [cst.AssignTarget(cst.Name(scaler))],
                 cst.Call(grad_scaler.deep_clone(), [
                     cst.Arg(cst.SimpleString('"cuda"')),
-                    cst.Arg(cst.Name("False"), keyword=cst.Name("enabled"), equal=_EQUAL)]))))
+                    cst.Arg(cst.Name("False"), keyword=cst.Name("enabled"), equal=EQUAL)]))))
         return scaler, bool(enabled_parts), conditional
 
     def scaler_name(self) -> str:
@@ -334,7 +328,7 @@ class _Builder:
         small: cst.CSTNode | None = None
         if len(statements) == 1:
             small = statements[0] if isinstance(with_node.body, cst.SimpleStatementSuite) \
-                else _single_small(statements[0])
+                else single_small(statements[0])
         backward = small.value if isinstance(small, cst.Expr) else None
         if not (isinstance(backward, cst.Call) and isinstance(backward.func, cst.Attribute)
                 and backward.func.attr.value == "backward" and isinstance(name, cst.Name)
@@ -365,7 +359,7 @@ class _Builder:
         statements: list[cst.BaseStatement] = []
         for function in {_function(ctx, call) for call in scales}:
             for statement in _statements(function):
-                small = _single_small(statement)
+                small = single_small(statement)
                 call = small.value if isinstance(small, cst.Expr) else None
                 if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute)
                         and call.func.attr.value == "step"):
@@ -462,10 +456,10 @@ class _Builder:
             if (first, index) not in regions:
                 regions.append((first, index))
         arguments = [cst.Arg(cst.SimpleString('"cuda"')),
-                     cst.Arg(self.expression("torch.float16", scales[0]), keyword=cst.Name("dtype"), equal=_EQUAL)]
+                     cst.Arg(self.expression("torch.float16", scales[0]), keyword=cst.Name("dtype"), equal=EQUAL)]
         if follow_scaler:
             arguments.append(cst.Arg(cst.parse_expression(f"{scaler}.is_enabled()"),
-                                     keyword=cst.Name("enabled"), equal=_EQUAL))
+                                     keyword=cst.Name("enabled"), equal=EQUAL))
         self.autocast_call = cst.Call(self.expression("torch.amp.autocast", scales[0]), arguments)
 
 
@@ -532,7 +526,6 @@ def _runs_before(ctx: FixContext, statement: cst.CSTNode, step: cst.CSTNode) -> 
     return False
 
 
-_EQUAL = cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace(""))
 
 
 def _line(statement: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
@@ -545,12 +538,12 @@ def _params_of(optimizer: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def _docstring(statement: cst.CSTNode) -> bool:
-    small = _single_small(statement)
+    small = single_small(statement)
     return isinstance(small, cst.Expr) and isinstance(small.value, cst.SimpleString | cst.ConcatenatedString)
 
 
 def _has_global(statement: cst.CSTNode) -> bool:
-    small = _single_small(statement)
+    small = single_small(statement)
     return isinstance(small, cst.Global | cst.Nonlocal)
 
 
