@@ -231,3 +231,21 @@ def first_party_modules(root: Path) -> frozenset[str]:
     those, per file.
     """
     return modules_in(root) | modules_in(root / "src")
+
+
+class FirstParty:
+    """First-party module names for the files of one project, per directory: the
+    project's own (:func:`first_party_modules`) plus the directory's siblings
+    (:func:`modules_in`), each listed once per run."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._project: frozenset[str] | None = None
+        self._by_directory: dict[Path, frozenset[str]] = {}
+
+    def __call__(self, directory: Path) -> frozenset[str]:
+        if directory not in self._by_directory:
+            if self._project is None:
+                self._project = first_party_modules(self.root)
+            self._by_directory[directory] = self._project | modules_in(directory)
+        return self._by_directory[directory]

@@ -23,8 +23,7 @@ from portscan.discover import (
     SourcePath,
     discover,
     file_kind,
-    first_party_modules,
-    modules_in,
+    FirstParty,
     relative,
 )
 from portscan.match import Match, snippet
@@ -262,8 +261,7 @@ class _Run:
         self.cache = cache
         self.target = config.target if config else None
         self.root = root
-        self.project = first_party_modules(root)
-        self.local: dict[Path, frozenset[str]] = {}
+        self._first_party = FirstParty(root)
         self.results: dict[Path, FileResult] = {}
         self.raw: dict[Path, Raw] = {}  #: computed ahead (cache, workers)
         self._texts: dict[Path, str] = {}
@@ -283,10 +281,7 @@ class _Run:
         return self._hipify
 
     def first_party(self, source: SourcePath) -> frozenset[str]:
-        directory = source.path.parent
-        if directory not in self.local:
-            self.local[directory] = self.project | modules_in(directory)
-        return self.local[directory]
+        return self._first_party(source.path.parent)
 
     def text(self, source: SourcePath) -> str:
         """The file's text, read once per run (kept until :meth:`forget`)."""

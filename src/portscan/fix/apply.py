@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from portscan.config import Config, ignored_codes
-from portscan.discover import Excludes, discover, first_party_modules, modules_in
+from portscan.discover import Excludes, FirstParty, discover
 from portscan.fix.engine import FileFix, fix_source
 from portscan.model import FileError, ScanResult
 from portscan.parse import SourceError, decode_python, python_encoding, read_bytes
@@ -71,8 +71,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     The configuration's excludes and per-file-ignores apply as in a scan."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
     discovery = discover(paths, excludes, force_exclude)
-    project = first_party_modules(discovery.root)
-    local: dict[Path, frozenset[str]] = {}
+    first_party = FirstParty(discovery.root)
     files: list[FileFix] = []
     errors: list[FileError] = []
     overrides: dict[Path, str] = {}
@@ -84,12 +83,9 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
             text = decode_python(data)
         except SourceError:
             continue  # the scan below reports it
-        directory = source.path.parent
-        if directory not in local:
-            local[directory] = project | modules_in(directory)
         ignore = ignored_codes(config, source.path) if config else ()
         file_rules = RuleSet(r for r in rules.rules if not r.code.startswith(ignore)) if ignore else rules
-        result = fix_source(text, source.rel, file_rules, unsafe, local[directory])
+        result = fix_source(text, source.rel, file_rules, unsafe, first_party(source.path.parent))
         if result.error is not None:
             errors.append(FileError(source.rel, "fix", result.error))
         if result.changed:

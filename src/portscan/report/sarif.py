@@ -20,7 +20,7 @@ import string
 from pathlib import Path
 from urllib.parse import quote
 
-from portscan.discover import first_party_modules, modules_in
+from portscan.discover import FirstParty
 from portscan.docs import render_rule_page
 from portscan.fix.engine import fix_source
 from portscan.model import Confidence, FileError, Finding, ScanResult, Severity
@@ -118,7 +118,7 @@ class _Fixes:
         for finding in findings:
             if finding.fix in FIX_DESCRIPTION:
                 self.siblings.setdefault((finding.path, finding.rule), []).append(finding)
-        self.project: frozenset[str] | None = None
+        self.first_party = FirstParty(self.root)
         self.texts: dict[str, str | None] = {}
         self.hunks: dict[tuple[str, str, bool], list[tuple[int, int, Json]]] = {}
 
@@ -130,11 +130,6 @@ class _Fixes:
                 self.texts[path] = None
         return self.texts[path]
 
-    def _first_party(self, path: str) -> frozenset[str]:
-        if self.project is None:
-            self.project = first_party_modules(self.root)
-        return self.project | modules_in((self.root / path).parent)
-
     def _file_hunks(self, finding: Finding) -> list[tuple[int, int, Json]]:
         """(first line, last line, replacement) for each change the fix makes to the file."""
         unsafe = finding.fix == "unsafe"
@@ -145,7 +140,7 @@ class _Fixes:
             if text is not None and finding.rule in self.rules.by_code:
                 try:
                     fixed = fix_source(text, finding.path, self.rules.select([finding.rule]), unsafe=unsafe,
-                                       first_party=self._first_party(finding.path)).fixed
+                                       first_party=self.first_party((self.root / finding.path).parent)).fixed
                 except Exception:  # noqa: BLE001 - a fix problem must not cost the report
                     fixed = text
                 if fixed != text:
