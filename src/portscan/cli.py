@@ -170,31 +170,36 @@ class Failure(Exception):
     """A usage, configuration or rule-file problem: print it, exit 2."""
 
 
-def settings(args: argparse.Namespace) -> tuple[Config, RuleSet]:
-    """The configuration for this run (file, then flags over it) and the selected rules."""
+def given_paths(args: argparse.Namespace) -> list[Path]:
+    """The paths to scan or fix: those given, else the current directory."""
+    return args.paths or [Path(".")]
+
+
+def settings(args: argparse.Namespace) -> tuple[Config, RuleSet, Path | None]:
+    """The configuration for this run (file, then flags over it), the selected rules and
+    the cache directory (see :func:`cache_dir`), for `scan` and `fix`."""
     from portscan.config import ConfigError, Config, find_config, load_config, parse_target, selection
-    paths = getattr(args, "paths", None) or [Path(".")]
-    path = getattr(args, "config", None)
+    path = args.config
     try:
         if path is not None and not path.is_file():
             raise Failure(f"{path}: no such configuration file")
-        path = path or find_config(config_start(paths))
+        path = path or find_config(config_start(given_paths(args)))
         config = load_config(path) if path is not None else Config()
-        target = dict(arch=getattr(args, "target_arch", None), rocm=getattr(args, "target_rocm", None))
+        target = dict(arch=args.target_arch, rocm=args.target_rocm)
         if any(target.values()):
             flags = parse_target({k: v for k, v in target.items() if v},
                                  lambda key, problem: ConfigError(f"--target-{key}: {problem}"))
             config = dataclasses.replace(config, target=dataclasses.replace(
                 config.target, **{k: getattr(flags, k) for k, v in target.items() if v}))
-        if getattr(args, "fail_on", None):
+        if args.fail_on:
             config = dataclasses.replace(config, fail_on=Severity(args.fail_on))
     except ConfigError as exc:
         raise Failure(f"invalid configuration: {exc}") from None
-    rules = load_rules_or_fail([*config.rules_dirs, *getattr(args, "rules_dir", [])], cache_dir(args, config))
-    select, ignore = selection(config, codes(getattr(args, "select", "")), codes(getattr(args, "ignore", "")),
-                               codes(getattr(args, "extend_select", "")))
+    cache = cache_dir(args, config)
+    rules = load_rules_or_fail([*config.rules_dirs, *args.rules_dir], cache)
+    select, ignore = selection(config, codes(args.select), codes(args.ignore), codes(args.extend_select))
     try:
-        return config, rules.filter(select, ignore)
+        return config, rules.filter(select, ignore), cache
     except ValueError as exc:
         raise Failure(str(exc)) from None
 
@@ -209,11 +214,11 @@ def config_start(paths: Sequence[Path]) -> Path:
 def cache_dir(args: argparse.Namespace, config: Config) -> Path | None:
     """Where ``.portscan_cache/`` lives: next to the configuration file, else in the
     directory scanned (or the current one); None with ``--no-cache``."""
-    if getattr(args, "no_cache", True):
+    if args.no_cache:
         return None
     if config.path is not None:
         return config.base
-    paths = args.paths or [Path(".")]
+    paths = given_paths(args)
     return paths[0] if len(paths) == 1 and paths[0].is_dir() else Path.cwd()
 
 
@@ -308,12 +313,12 @@ def run_scan(args: argparse.Namespace) -> int:
     from portscan.discover import UsageError
     from portscan.scan import scan_paths
 
-    config, rules = settings(args)
+    config, rules, cache = settings(args)
     update, stop = progress_bar() if args.format in ("full", "concise", "markdown") else (None, lambda: None)
     try:
-        result = scan_paths(args.paths or [Path(".")], rules, config=config, force_exclude=args.force_exclude,
-                            report_unused=args.report_unused_noqa, progress=update,
-                            cache=cache_dir(args, config), workers=args.jobs)
+        result = scan_paths(given_paths(args), rules, config=config, force_exclude=args.force_exclude,
+                            report_unused=args.report_unused_noqa, progress=update, cache=cache,
+                            workers=args.jobs)
     except UsageError as exc:
         raise Failure(str(exc)) from None
     finally:
@@ -351,11 +356,10 @@ def run_fix(args: argparse.Namespace) -> int:
     from portscan.fix.apply import fix_paths
     from portscan.report.fixes import render_fix_summary, unified_diff
 
-    config, rules = settings(args)
+    config, rules, cache = settings(args)
     try:
-        run = fix_paths(args.paths or [Path(".")], rules, unsafe=args.unsafe_fixes, write=not args.diff,
-                        config=config, force_exclude=args.force_exclude, cache=cache_dir(args, config),
-                        workers=args.jobs)
+        run = fix_paths(given_paths(args), rules, unsafe=args.unsafe_fixes, write=not args.diff,
+                        config=config, force_exclude=args.force_exclude, cache=cache, workers=args.jobs)
     except UsageError as exc:
         raise Failure(str(exc)) from None
     if args.diff:
