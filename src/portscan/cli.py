@@ -178,13 +178,12 @@ def given_paths(args: argparse.Namespace) -> list[Path]:
 def settings(args: argparse.Namespace) -> tuple[Config, RuleSet, Path | None]:
     """The configuration for this run (file, then flags over it), the selected rules and
     the cache directory (see :func:`cache_dir`), for `scan` and `fix`."""
-    from portscan.config import ConfigError, Config, find_config, load_config, parse_target, selection
+    from portscan.config import ConfigError, load_config, nearest_config, parse_target, selection
     path = args.config
     try:
         if path is not None and not path.is_file():
             raise Failure(f"{path}: no such configuration file")
-        path = path or find_config(config_start(given_paths(args)))
-        config = load_config(path) if path is not None else Config()
+        config = load_config(path) if path is not None else nearest_config(config_start(given_paths(args)))
         target = dict(arch=args.target_arch, rocm=args.target_rocm)
         if any(target.values()):
             flags = parse_target({k: v for k, v in target.items() if v},
@@ -378,11 +377,10 @@ def run_fix(args: argparse.Namespace) -> int:
 def configured_rules(extra: Sequence[Path] = ()) -> RuleSet:
     """Built-in rules plus the in-house ones the configuration (found from the current
     directory) and ``--rules-dir`` name."""
-    from portscan.config import ConfigError, find_config, load_config
+    from portscan.config import ConfigError, nearest_config
 
-    path = find_config(Path.cwd())
     try:
-        dirs = load_config(path).rules_dirs if path is not None else ()
+        dirs = nearest_config(Path.cwd()).rules_dirs
     except ConfigError as exc:
         raise Failure(f"invalid configuration: {exc}") from None
     return load_rules_or_fail([*dirs, *extra])

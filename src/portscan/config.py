@@ -107,6 +107,12 @@ def _has_portscan_table(path: Path) -> bool:
     return isinstance(data.get("tool"), dict) and "portscan" in data["tool"]
 
 
+def nearest_config(start: Path) -> Config:
+    """The configuration of the nearest file at or above ``start``, else the defaults."""
+    path = find_config(start)
+    return load_config(path) if path is not None else Config()
+
+
 def load_config(path: Path) -> Config:
     """Read and validate one configuration file."""
     try:
