@@ -96,6 +96,10 @@ class FixContext:
             parent = self.parent(parent)
         return found
 
+    def contains(self, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
+        """Is ``inner`` ``outer`` or inside it? (Climbs from ``inner``: no subtree walk.)"""
+        return inner is outer or outer in self.ancestors(inner)
+
     def statement(self, node: cst.CSTNode) -> cst.BaseStatement | None:
         """The statement line or compound statement that holds ``node``."""
         for candidate in [node, *self.ancestors(node)]:

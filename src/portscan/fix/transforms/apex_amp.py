@@ -442,7 +442,7 @@ class _Builder:
                 while first > 0:
                     candidate = body[first - 1]
                     if _docstring(candidate) or isinstance(candidate, cst.FunctionDef | cst.ClassDef) \
-                            or any(_contains(ctx, candidate, b) for b in busy) or _has_global(candidate):
+                            or any(ctx.contains(candidate, b) for b in busy) or _has_global(candidate):
                         break
                     first -= 1
                 if any(names & _assigned(statement) for statement in body[first:index]):
@@ -545,10 +545,6 @@ def _docstring(statement: cst.CSTNode) -> bool:
 def _has_global(statement: cst.CSTNode) -> bool:
     small = single_small(statement)
     return isinstance(small, cst.Global | cst.Nonlocal)
-
-
-def _contains(ctx: FixContext, outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    return inner is outer or outer in ctx.ancestors(inner)
 
 
 def _calls_any(ctx: FixContext, statement: cst.CSTNode, names: set[str]) -> bool:

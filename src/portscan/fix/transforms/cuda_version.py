@@ -33,13 +33,9 @@ def _comparison(ctx: FixContext, node: cst.CSTNode) -> cst.Comparison | None:
             return ancestor
         if isinstance(ancestor, _BOUNDARIES):
             return None
-        if isinstance(ancestor, cst.BaseComp) and not _contains(ancestor.for_in.iter, node):
+        if isinstance(ancestor, cst.BaseComp) and not ctx.contains(ancestor.for_in.iter, node):
             return None  # only a comprehension's first iterable is evaluated up front
     return None
-
-
-def _contains(outer: cst.CSTNode, inner: cst.CSTNode) -> bool:
-    return outer is inner or any(_contains(c, inner) for c in outer.children)
 
 
 def _stands_alone(ctx: FixContext, node: cst.CSTNode) -> bool:
