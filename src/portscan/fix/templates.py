@@ -15,7 +15,7 @@ from libcst.metadata import ClassScope, GlobalScope
 from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
 from portscan.fix.spec import FixSpec, Replace
 from portscan.match import Match
-from portscan.match.syntax import MISSING, literal, literal_in
+from portscan.match.syntax import MISSING, Walker, literal, literal_in
 from portscan.patterns import Literal
 
 Template = Callable[[FixContext, Match, FixSpec], "Edit | Declined | None"]
@@ -80,14 +80,14 @@ def _spellings(node: cst.CSTNode, tail: list[str]) -> int:
     do not count)."""
     count = 0
 
-    class Count(cst.CSTVisitor):
+    class Count(Walker):  # read-only: the matcher's walker, not a rebuilding LibCST visitor
         def visit_Attribute(self, attribute: cst.Attribute) -> None:
             nonlocal count
             name = cst.helpers.get_full_name_for_node(attribute)
             if name is not None and name.split(".")[-len(tail):] == tail:
                 count += 1
 
-    node.visit(Count())
+    Count().walk(node)
     return count
 
 

@@ -52,7 +52,7 @@ from portscan.fix.rewrite import EQUAL, FixContext, single_small
 from portscan.fix.spec import NEEDS_UNSAFE, Tier
 from portscan.fix.transforms import TransformResult, decline_all
 from portscan.match import Match
-from portscan.match.syntax import MISSING, dotted, literal
+from portscan.match.syntax import MISSING, Walker, dotted, literal
 
 AMP = "apex.amp"
 INITIALIZE = {"apex.amp.initialize", "apex.amp.frontend.initialize"}
@@ -121,7 +121,7 @@ def _amp_references(ctx: FixContext) -> list[tuple[str, cst.CSTNode]]:
 def _imports(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
     found: list[cst.Import | cst.ImportFrom] = []
 
-    class Collect(cst.CSTVisitor):
+    class Collect(Walker):
         def visit_Import(self, node: cst.Import) -> None:
             found.append(node)
 
@@ -129,7 +129,7 @@ def _imports(module: cst.Module) -> list[cst.Import | cst.ImportFrom]:
             if not node.relative:
                 found.append(node)
 
-    module.visit(Collect())
+    Collect().walk(module)
     return found
 
 
@@ -481,11 +481,11 @@ def _enclosing_blocks(ctx: FixContext, node: cst.CSTNode) -> list[tuple[cst.CSTN
 def _names_in(expression: cst.CSTNode) -> set[str]:
     found: set[str] = set()
 
-    class Names(cst.CSTVisitor):
+    class Names(Walker):
         def visit_Name(self, node: cst.Name) -> None:
             found.add(node.value)
 
-    expression.visit(Names())
+    Names().walk(expression)
     return found
 
 
@@ -493,7 +493,7 @@ def _assigned(statement: cst.CSTNode) -> set[str]:
     """Plain names a statement assigns, looking into its blocks but not into nested defs."""
     found: set[str] = set()
 
-    class Targets(cst.CSTVisitor):
+    class Targets(Walker):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return False
 
@@ -509,7 +509,7 @@ def _assigned(statement: cst.CSTNode) -> set[str]:
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
             found.update(_names_in(node.target))
 
-    statement.visit(Targets())
+    Targets().walk(statement)
     return found
 
 
@@ -524,8 +524,6 @@ def _runs_before(ctx: FixContext, statement: cst.CSTNode, step: cst.CSTNode) -> 
         if isinstance(ancestor, cst.For | cst.While | cst.FunctionDef):
             return False
     return False
-
-
 
 
 def _line(statement: cst.BaseSmallStatement) -> cst.SimpleStatementLine:
@@ -550,7 +548,7 @@ def _has_global(statement: cst.CSTNode) -> bool:
 def _calls_any(ctx: FixContext, statement: cst.CSTNode, names: set[str]) -> bool:
     found = False
 
-    class Find(cst.CSTVisitor):
+    class Find(Walker):
         def visit_Call(self, node: cst.Call) -> None:
             nonlocal found
             chain = dotted(node.func)
@@ -560,7 +558,7 @@ def _calls_any(ctx: FixContext, statement: cst.CSTNode, names: set[str]) -> bool
                 found = found or qualified in names
 
     if not isinstance(statement, cst.BaseCompoundStatement):
-        statement.visit(Find())
+        Find().walk(statement)
     return found
 
 
@@ -575,7 +573,7 @@ def _statements(function: cst.CSTNode) -> list[cst.BaseStatement]:
     """Every statement that runs in ``function``'s own body (not in nested defs)."""
     found: list[cst.BaseStatement] = []
 
-    class Collect(cst.CSTVisitor):
+    class Collect(Walker):
         def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
             return node is function
 
@@ -586,7 +584,7 @@ def _statements(function: cst.CSTNode) -> list[cst.BaseStatement]:
             found.append(node)
             return False
 
-    function.visit(Collect())
+    Collect().walk(function)
     return found
 
 
