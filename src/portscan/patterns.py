@@ -607,12 +607,17 @@ class RequirementPattern:
         sets: list[frozenset[Token]] = [
             frozenset({"setup", keyword, Fragment(prefix, True, quoted=True)} if prefix else {"setup", keyword})
             for prefix in {glob_prefix(n).split("-")[0] for n in self.names}
-            for keyword in ("install_requires", "setup_requires", "tests_require", "extras_require")]
+            for keyword in SETUP_REQUIREMENT_SECTIONS]
         if self.url is not None:
             fragments = regex_fragments(self.url)
             if fragments:  # the direct reference must match too
                 sets = [s | {f} for s in sets for f in fragments]
         return tuple(sets)
+
+
+#: setup() keywords that hold requirements, with the manifest section each counts as
+SETUP_REQUIREMENT_SECTIONS = {"install_requires": "install", "setup_requires": "build",
+                              "tests_require": "optional", "extras_require": "optional"}
 
 
 @dataclass(frozen=True, slots=True)

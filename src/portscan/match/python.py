@@ -56,6 +56,7 @@ from portscan.patterns import (
     EnvPattern,
     ImportPattern,
     NamePattern,
+    SETUP_REQUIREMENT_SECTIONS,
     RequirementPattern,
     StringPattern,
     SubprocessPattern,
@@ -971,9 +972,8 @@ class _Resolver:
             for arg in call.args:
                 keyword = arg.keyword.value if arg.keyword is not None else ""
                 values: list[cst.BaseExpression] = []
-                section = {"install_requires": "install", "setup_requires": "build",
-                           "tests_require": "optional", "extras_require": "optional"}.get(keyword)
-                if keyword in ("install_requires", "setup_requires", "tests_require"):
+                section = SETUP_REQUIREMENT_SECTIONS.get(keyword)
+                if section is not None and keyword != "extras_require":
                     values = [arg.value]
                 elif keyword == "extras_require" and isinstance(arg.value, cst.Dict):
                     values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
