@@ -308,8 +308,7 @@ class _Run:
             except SourceError:
                 continue  # scan() reports it
             first_party = self.first_party(source)
-            key = self.cache.key(source.kind, source.rel, first_party, text) if self.cache else None
-            cached = self.cache.get(key) if self.cache and key else None
+            key, cached = self._lookup(source, text, first_party)
             if "cpp_extension" not in text:
                 self._no_extensions.add(source.path.absolute())
             if cached is not None:
@@ -339,10 +338,21 @@ class _Run:
         """Keep a raw result computed ahead (and cache it); drop the text if nothing needs it."""
         absolute = source.path.absolute()
         self.raw[absolute] = raw
-        if self.cache and key and not (isinstance(raw, FileError) and raw.kind == "internal"):
-            self.cache.put(key, raw)
+        self._store(key, raw)
         if raw == () and absolute in self._no_extensions and not self.report_unused:
             self.forget(source)  # keep memory flat
+
+    def _lookup(self, source: SourcePath, text: str, first_party: frozenset[str]) -> tuple[str | None, Raw | None]:
+        """(cache key, the cached raw result or None); (None, None) without a cache."""
+        if self.cache is None:
+            return None, None
+        key = self.cache.key(source.kind, source.rel, first_party, text)
+        return key, self.cache.get(key)
+
+    def _store(self, key: str | None, raw: Raw) -> None:
+        """Cache a raw result; internal errors are not kept (a fixed portscan retries them)."""
+        if self.cache and key and not (isinstance(raw, FileError) and raw.kind == "internal"):
+            self.cache.put(key, raw)
 
     def scan(self, source: SourcePath) -> FileResult:
         key = source.path.absolute()
@@ -360,13 +370,11 @@ class _Run:
         raw = self.raw.pop(key, None)
         if raw is None:
             first_party = self.first_party(source)
-            cache_key = self.cache.key(source.kind, source.rel, first_party, text) if self.cache else None
-            raw = self.cache.get(cache_key) if self.cache and cache_key else None
+            cache_key, raw = self._lookup(source, text, first_party)
             if raw is None:
                 hipify = self.hipify() if source.kind == "cuda" else None
                 raw = raw_scan(source, text, self.rules, first_party, hipify, self.target)
-                if self.cache and cache_key and not (isinstance(raw, FileError) and raw.kind == "internal"):
-                    self.cache.put(cache_key, raw)
+                self._store(cache_key, raw)
         settings = FileSettings(
             target=self.target, ignore=ignored_codes(self.config, source.path) if self.config else (),
             report_unused=self.report_unused)
