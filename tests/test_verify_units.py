@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -137,10 +138,11 @@ def test_compare_handles_partial_overlap() -> None:
 
 def test_reference_round_trip(tmp_path: Path) -> None:
     path = tmp_path / "ref.json"
-    write_reference(path, to_document(steps(2.0, 1.5), ["python", "train.py"], None, "rocm", 1))
+    write_reference(path, to_document([steps(2.0, 1.5)], ["python", "train.py"], None, "rocm", 1))
     reference = read_reference(path)
     assert reference.steps == steps(2.0, 1.5)
     assert reference.command == ("python", "train.py") and reference.emulate == "rocm"
+    assert reference.capture == "hooks" and reference.runs == ({1: 2.0, 2: 1.5},)
     path.write_text(json.dumps({"format": "something-else"}))
     with pytest.raises(ReferenceError, match="not a portscan verify reference"):
         read_reference(path)
@@ -295,7 +297,7 @@ def test_discovery_ranks_candidates(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("```bash\npython train.py --epochs 1\n```\n")
     found = discover_candidates(tmp_path)
     assert [c.command for c in found] == [("python", "train.py", "--epochs", "1"), ("python", "train.py"),
-                                          ("python", "scripts/pretrain.py"), ("x-train",)]
+                                          ("python", "scripts/pretrain.py"), ("x-train",), ("x-serve",)]
     assert found[0].source == "README.md:2"
 
 
@@ -357,3 +359,214 @@ def test_text_report_prints_untrusted_text_inertly(rules) -> None:
     assert "[bold]boom[/bold]" in text  # shown as written, not as markup
     assert "not kernels or numerics" in text
     assert text.rstrip().endswith("FAIL: RuntimeError: ?[2J[bold]boom[/bold]")
+
+
+# -- issue 21: verdicts a porting team can trust ----------------------------------------------
+
+def test_trend_knows_zero_mean_noise_but_not_a_rise() -> None:
+    """The old rule (fitted line, 2 % of the mean |loss|) failed about half of zero-mean runs."""
+    import random
+
+    failures = 0
+    old_failures = 0
+    for seed in range(200):
+        rng = random.Random(seed)
+        losses = [rng.gauss(0.0, 0.3) for _ in range(20)]
+        failures += not judge(observe(losses=losses), Criteria(steps=20)).passed
+        scale = sum(map(abs, losses)) / 20
+        old_failures += fitted_rise(steps(*losses)) > 0.02 * scale
+    assert failures <= 4 and old_failures > 60
+    rising = [1.0 + 0.05 * i + random.Random(1).gauss(0, 0.01) for i in range(20)]
+    assert statuses(judge(observe(losses=rising), Criteria(steps=20)))["trend"] == FAIL
+    assert statuses(judge(observe(losses=(1.0, 1.1, 1.2, 1.3)), Criteria(steps=4)))["trend"] == FAIL
+    assert statuses(judge(observe(losses=rising), Criteria(steps=20, trend=False)))["trend"] == SKIP
+    reward = judge(observe(losses=rising), Criteria(steps=20, metric="reward", maximize=True))
+    assert statuses(reward)["trend"] == PASS
+
+
+def test_a_deterministic_reference_is_tight_and_a_repeated_one_has_a_band() -> None:
+    reference = steps(*[1.0 - 0.01 * i for i in range(20)])
+    rerun = compare(reference, reference)
+    assert rerun.ok and rerun.descent is not None and rerun.descent.ok
+    off = compare(steps(*[(1.0 - 0.01 * i) * (1.03 if i >= 5 else 1.0) for i in range(20)]), reference)
+    assert not off.ok and off.first_divergence.step == 6  # 3 % is outside the 1 % floor
+    import random
+
+    rng = random.Random(5)
+    runs = [{i + 1: 1.0 - 0.01 * i + rng.gauss(0, 0.05) for i in range(20)} for _ in range(3)]
+    mean = tuple(Step(i, sum(r[i] for r in runs) / 3) for i in range(1, 21))
+    other = steps(*[1.0 - 0.01 * i + rng.gauss(0, 0.05) for i in range(20)])
+    assert not compare(other, mean).ok and compare(other, mean, runs=runs).ok
+    assert compare(other, mean, runs=runs).runs == 3
+
+
+def test_the_descent_catches_what_per_step_tolerance_lets_through() -> None:
+    reference = steps(*[2.0 - 0.05 * i for i in range(20)])
+    slower = steps(*[2.0 - 0.05 * i * 0.8 for i in range(20)])  # within 20 %... per step
+    comparison = compare(slower, reference, rtol=0.25)
+    assert not comparison.misses and not comparison.ok and not comparison.descent.ok
+    detail = {c.name: c.detail for c in judge(observe(losses=[s.loss for s in slower]), Criteria(steps=20),
+                                              comparison, "golden.json").checks}["reference"]
+    assert "descent" in detail and "golden.json" in detail
+
+
+def test_reference_metadata_warns_when_it_does_not_fit(tmp_path: Path) -> None:
+    from portscan.verify.reference import mismatches
+
+    path = tmp_path / "ref.json"
+    write_reference(path, to_document([steps(2.0, 1.5), steps(2.2, 1.4)], ["python", "t.py"], None, None, 2,
+                                      capture="stdout"))
+    reference = read_reference(path)
+    assert len(reference.runs) == 2 and reference.steps[0].loss == pytest.approx(2.1)
+    found = mismatches(reference, command=("python", "u.py"), nproc=1, capture="hooks",
+                       backend_kind="cuda", metric="loss")
+    text = " | ".join(found)
+    assert "parsed output" in text and "another command" in text and "--nproc 2" in text
+    assert not mismatches(reference, command=("python", "t.py"), nproc=2, capture="stdout",
+                          backend_kind=None, metric="loss")
+    old = json.loads(path.read_text())
+    old.update(version=1, steps=[{"step": 1, "loss": 2.0}])
+    for key in ("capture", "runs", "repeats", "commands"):
+        old.pop(key, None)
+    path.write_text(json.dumps(old))
+    assert "version 1" in " ".join(mismatches(read_reference(path), command=("python", "t.py"), nproc=2,
+                                              capture="hooks", backend_kind=None, metric="loss"))
+
+
+def test_seeded_commands_for_repeats(tmp_path: Path) -> None:
+    from portscan.verify.cli import seeded_commands
+
+    assert seeded_commands(["python", "t.py", "--seed", "5"], 3, tmp_path)[2] == ("python", "t.py", "--seed", "7")
+    assert seeded_commands(["python", "t.py", "--seed=5"], 2, tmp_path)[1] == ("python", "t.py", "--seed=6")
+    (tmp_path / "s.py").write_text("parser.add_argument('--seed', type=int)\n")
+    assert seeded_commands(["python", "s.py"], 2, tmp_path) == (("python", "s.py"), ("python", "s.py", "--seed", "1"))
+    (tmp_path / "n.py").write_text("print(1)\n")
+    assert seeded_commands(["python", "n.py"], 2, tmp_path) == (("python", "n.py"), ("python", "n.py"))
+
+
+def test_the_emulated_import_error_agrees_with_the_rule_it_cites(rules) -> None:
+    """Issue 22: "apex has no build for a PyTorch ROCm install" contradicted PS201."""
+    from portscan.verify.emulation import block_reasons
+
+    blocked = blocked_modules(rules)
+    reasons = block_reasons(rules, blocked)
+    for module, code in blocked.items():
+        with pytest.raises(ModuleNotFoundError) as caught:
+            child.ImportBlocker(blocked, reasons).find_spec(module)
+        message = str(caught.value)
+        rule = rules.by_code[code]
+        assert rule.render_message({"module": module, "matched": module}).replace("`", "") in message, module
+        assert f"see {code}" in message and "has no build" not in message
+    assert "ROCm/apex" in reasons["apex"] and "--allow-import apex" in reasons["apex"]
+
+
+def _recorder(tmp_path: Path, steps_cap: int = 3) -> child.Recorder:
+    return child.Recorder({"steps": steps_cap, "trace_dir": str(tmp_path)})
+
+
+class FakeLoss:
+    requires_grad = True
+
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def numel(self) -> int:
+        return 1
+
+    def detach(self) -> FakeLoss:
+        return self
+
+    def item(self) -> float:
+        return self.value
+
+
+def test_runtime_series_per_optimizer_closure_and_non_optimizer_steps(tmp_path: Path, monkeypatch) -> None:
+    """Without torch: the runtime's bookkeeping on stand-in optimizers and losses."""
+    monkeypatch.setattr(child, "APPEND_INTERVAL", 0.0)
+    recorder = _recorder(tmp_path, steps_cap=0)
+    discriminator, generator = object.__new__(type("Adam", (), {})), object.__new__(type("SGD", (), {}))
+    recorder.optimizers.append(lambda: discriminator)  # noqa: B023 - as series_of would
+    recorder.names.append("Adam")
+    for value in (1.0, 2.0):
+        recorder.note_loss(FakeLoss(value), None)
+        recorder.record_step(discriminator)
+        recorder.note_loss(FakeLoss(value + 10), None)
+        recorder.record_step(generator)
+    recorder.before_step(discriminator, (), {})
+    for value in (5.0, 4.0, 3.0):  # a closure evaluated three times inside one step
+        recorder.note_loss(FakeLoss(value), None)
+    recorder.record_step(discriminator)
+    recorder.note_loss(FakeLoss(7.0), None)
+    recorder.record_step(discriminator, skipped=True)
+    by_series = {}
+    for step in recorder.steps:
+        by_series.setdefault(step["series"], []).append((step["loss"], step.get("evaluations"),
+                                                         step.get("skipped")))
+    assert by_series["1"] == [(1.0, None, None), (2.0, None, None), (5.0, 3, None), (7.0, None, True)]
+    assert by_series["2"] == [(11.0, None, None), (12.0, None, None)]
+    assert recorder.names == ["Adam", "SGD"]
+    module = type("module", (), {})
+    module.DistributedOptimizer = type("DistributedOptimizer", (), {"step": lambda self, context_id: None})
+    recorder.on_distributed_optim(module)
+    remote = module.DistributedOptimizer()
+    remote.step(1)
+    assert recorder.steps[-1]["series"] == "3" and recorder.names[-1] == "DistributedOptimizer"
+
+
+def test_runtime_caps_backward_calls_without_an_optimizer(tmp_path: Path) -> None:
+    recorder = _recorder(tmp_path, steps_cap=3)
+    for value in (3.0, 2.0, 1.0):
+        recorder.note_loss(FakeLoss(value), None)
+    with pytest.raises(child.StepCapReached):
+        recorder.note_loss(FakeLoss(0.5), None)  # the 4th backward does not run
+    assert recorder.stopped == "step-cap" and (tmp_path / f"cap-{os.getpid()}").exists()
+    trace = json.loads((tmp_path / f"trace-{os.getpid()}.json").read_text())
+    merged = merge_traces([trace], exit_status=0, timed_out=False, seconds=1.0, output="")
+    assert merged.loss_source == "backward" and [s.loss for s in merged.steps] == [3.0, 2.0, 1.0]
+
+
+def test_discovery_finds_any_training_script_and_skips_gpu_only_ones(tmp_path: Path, monkeypatch) -> None:
+    from portscan.verify.cli import UsageError, make_plan
+    from portscan.verify.entry import Settings, gpu_requirement
+
+    body = "import torch\nopt = torch.optim.Adam([])\nif __name__ == '__main__':\n    pass\n"
+    (tmp_path / "main.py").write_text(body)
+    (tmp_path / "makemore.py").write_text(body)
+    (tmp_path / "reinforce.py").write_text(body.replace("opt =", "model = model.cuda()\nopt ="))
+    (tmp_path / "README.md").write_text("```\npython makemore.py -i names.txt\n```\n")
+    found = {c.command: c for c in discover_candidates(tmp_path)}
+    assert ("python", "main.py") in found and ("python", "reinforce.py") in found
+    assert found[("python", "makemore.py", "-i", "names.txt")].source == "README.md:2"
+    assert found[("python", "reinforce.py")].needs_gpu and not found[("python", "main.py")].needs_gpu
+    assert gpu_requirement("", ["python", "t.py", "--device", "cuda"])
+    assert gpu_requirement("x.cuda() if torch.cuda.is_available() else x", ()) is None
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    args = build_parser().parse_args(["verify"])
+    only_gpu = tmp_path / "gpu"
+    only_gpu.mkdir()
+    (only_gpu / "train.py").write_text(body.replace("opt =", "x.cuda()\nopt ="))
+    with pytest.raises(UsageError, match="need a GPU and this machine has none"):
+        make_plan(args, Settings(), only_gpu)
+
+
+def test_text_report_grammar_header_and_tail_without_steps(rules) -> None:
+    import io
+
+    from rich.console import Console
+
+    from portscan.verify.report import Result, render_text
+
+    def render(observation: Observation) -> str:
+        result = Result(command=("python", "train.py"), origin="the command line", argv=("python", "train.py"),
+                        emulate=None, nproc=1, criteria=Criteria(steps=1), observation=observation,
+                        verdict=judge(observation, Criteria(steps=1)),
+                        output="Loading...\nno data found, nothing to train\n")
+        buffer = io.StringIO()
+        render_text(result, Console(file=buffer, width=200, color_system=None))
+        return buffer.getvalue()
+
+    one = render(observe(losses=(1.0,)))
+    assert one.startswith("portscan verify -- python train.py") and "1 step in" in one
+    assert "1 steps" not in one
+    empty = render(observe(losses=(), stopped_at_cap=False, exit_status=0))
+    assert "nothing to train" in empty  # no step seen: the output tail explains why

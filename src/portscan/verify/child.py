@@ -13,9 +13,11 @@ What it does in each process:
   ROCm build does not have, before any user code runs; ``shutil.which`` stops finding
   the NVIDIA programs the parent shadowed on ``PATH``;
 * when ``torch`` has been imported: the emulation patches (``torch.version``, device
-  queries), a global optimizer step post-hook that counts steps and stops the run after
-  N, a wrapper on backward that captures each step's scalar loss (AMP-unscaled), and
-  ``init_process_group("nccl")`` falling back to gloo where there is no GPU;
+  queries), global optimizer step pre- and post-hooks that keep one loss series per
+  optimizer and stop the run after N steps of the first one, a wrapper on backward that
+  captures each scalar loss (AMP-unscaled; with no optimizer, each backward is a step),
+  ``GradScaler.step`` and ``DistributedOptimizer.step`` wrappers (skipped and non-Optimizer
+  steps), and ``init_process_group("nccl")`` falling back to gloo where there is no GPU;
 * one JSON trace per process (see docs/verify.md), rewritten after every step, on an
   uncaught exception and at exit, so a killed run still leaves what it did.
 """
@@ -43,6 +45,11 @@ OWNER_ENV = "PORTSCAN_VERIFY_OWNER_"  #: + the rank key; set by the first proces
 TRACE_FORMAT = 1
 TRACE_NAME = "trace-{pid}.json"  #: the trace each process writes (replaced atomically)
 STEPS_NAME = "steps-{pid}.jsonl"  #: the steps it appends
+CAP_NAME = "cap-{pid}"  #: written when a process reaches the step cap: the parent then ends the run
+BACKWARD = "backward"  #: the series of a script that never steps an optimizer
+#: where an optimizer was built but has not stepped, backward calls are capped this many
+#: times later (gradient accumulation may come before the first step)
+BACKWARD_LIMIT = 8
 EMULATED_HIP = "6.4.43482-emulated"
 MI300X = {
     "name": "AMD Instinct MI300X",
@@ -83,20 +90,25 @@ def blocking_rule(name: str, blocked: dict[str, str]) -> tuple[str, str] | None:
     return None
 
 
-class ImportBlocker(importlib.abc.MetaPathFinder):
-    """Makes modules without a ROCm build fail to import, as they would on ROCm."""
+def blocked_message(name: str, module: str, code: str, reasons: dict[str, str]) -> str:
+    """The ImportError text: the rule's own explanation (so the hint agrees with the rule)."""
+    reason = reasons.get(module) or f"{module} is not installed in the emulated ROCm environment"
+    return f"No module named {name!r} (portscan --emulate rocm: {reason}; see {code})"
 
-    def __init__(self, blocked: dict[str, str]) -> None:
+
+class ImportBlocker(importlib.abc.MetaPathFinder):
+    """Makes modules the emulated ROCm environment lacks fail to import, as they would there."""
+
+    def __init__(self, blocked: dict[str, str], reasons: dict[str, str] | None = None) -> None:
         self.blocked = blocked
+        self.reasons = reasons or {}
 
     def find_spec(self, name, path=None, target=None):
         hit = blocking_rule(name, self.blocked)
         if hit is None:
             return None
         module, code = hit
-        raise ModuleNotFoundError(
-            f"No module named {name!r} (portscan --emulate rocm: {module} has no build for a "
-            f"PyTorch ROCm install; see {code})", name=name)
+        raise ModuleNotFoundError(blocked_message(name, module, code, self.reasons), name=name)
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
@@ -161,7 +173,7 @@ class EmulatedProperties:
 
 def _as_float(tensor) -> float:
     try:
-        return float(tensor.detach().float().item())
+        return float(tensor.detach().item())  # float64 stays float64
     except Exception:  # noqa: BLE001 - a loss we cannot read is recorded as missing
         return math.nan
 
@@ -176,6 +188,7 @@ class Recorder:
         #: one JSON line per step, appended as it happens: survives a crash between the
         #: (throttled) rewrites of the whole trace
         self.steps_path = os.path.join(config["trace_dir"], STEPS_NAME.format(pid=os.getpid()))
+        self.cap_path = os.path.join(config["trace_dir"], CAP_NAME.format(pid=os.getpid()))
         self.steps_fd: int | None = None
         self.unwritten: list[tuple[dict, list]] = []  #: steps not appended yet, with their loss tensors
         self.last_append = 0.0
@@ -184,9 +197,15 @@ class Recorder:
         key = OWNER_ENV + (str(self.rank) if self.rank is not None else "main")
         self.owner = key not in os.environ
         os.environ[key] = str(os.getpid())
-        self.steps: list[dict] = []
-        self.pending: list = []  # detached scalar losses since the previous step
-        self.primary: Any = None  # weak reference to the optimizer whose steps count
+        self.steps: list[dict] = []  #: every series' steps, in the order they happened
+        self.counts: dict[str, int] = {}  #: steps per series
+        self.pending: list = []  # detached scalar losses since the previous step of any optimizer
+        self.optimizers: list = []  #: weak references, in the order of their first step
+        self.names: list[str] = []  #: their class names
+        self.step_calls: dict[int, int] = {}  #: post-hook calls per optimizer id
+        self.step_start: dict[int, int] = {}  #: len(pending) when each optimizer's step began
+        self.optimizer_built = False  #: a torch.optim.Optimizer was constructed in this process
+        self.backward_calls = 0  #: eligible backward calls before any optimizer step
         self.devices: list[str] = []
         self.backend: dict | None = None
         self.emulated: dict | None = None
@@ -206,7 +225,7 @@ class Recorder:
         emulate = self.config.get("emulate")
         if emulate:
             blocked = dict(self.config.get("blocked", {}))
-            sys.meta_path.insert(0, ImportBlocker(blocked))
+            sys.meta_path.insert(0, ImportBlocker(blocked, dict(self.config.get("reasons", {}))))
             _hide_from_find_spec(blocked)
             _hide_programs(set(self.config.get("programs", {})))
         if "torch" in sys.modules:
@@ -216,6 +235,7 @@ class Recorder:
         self.previous_excepthook = sys.excepthook
         sys.excepthook = self.excepthook
         atexit.register(self.finish)
+        _on_sigterm(self.terminated)
 
     def on_torch(self, torch) -> None:
         if self.torch is not None:
@@ -262,8 +282,18 @@ class Recorder:
                          "warp_size": MI300X["warp_size"], "hip": EMULATED_HIP, "cuda": None}
 
     def hook(self, torch) -> None:
-        importlib.import_module("torch.optim.optimizer").register_optimizer_step_post_hook(self.on_step)
+        optim = importlib.import_module("torch.optim.optimizer")
+        optim.register_optimizer_step_pre_hook(self.before_step)
+        optim.register_optimizer_step_post_hook(self.on_step)
         recorder = self
+        optimizer_init = optim.Optimizer.__init__
+
+        def init(self, *args, **kwargs):
+            recorder.optimizer_built = True
+            return optimizer_init(self, *args, **kwargs)
+
+        init.__doc__ = optimizer_init.__doc__
+        optim.Optimizer.__init__ = init
         tensor_backward = torch.Tensor.backward
         autograd_backward = torch.autograd.backward
 
@@ -298,6 +328,17 @@ class Recorder:
 
         scaled.__doc__ = scale.__doc__
         scaler.scale = scaled
+        scaler_step = scaler.step
+
+        def step(self, optimizer, *args, **kwargs):
+            before = recorder.step_calls.get(id(optimizer), 0)
+            result = scaler_step(self, optimizer, *args, **kwargs)
+            if recorder.step_calls.get(id(optimizer), 0) == before:  # inf/NaN gradients: skipped
+                recorder.record_step(optimizer, skipped=True)
+            return result
+
+        step.__doc__ = scaler_step.__doc__
+        scaler.step = step
         self.hook_distributed(torch)
 
     def hook_distributed(self, torch) -> None:
@@ -316,37 +357,130 @@ class Recorder:
         init_process_group.__doc__ = init.__doc__
         c10d.init_process_group = init_process_group  # type: ignore[attr-defined,unused-ignore]
         torch.distributed.init_process_group = init_process_group  # type: ignore[attr-defined,unused-ignore]
+        autograd = sys.modules.get("torch.distributed.autograd")
+        if autograd is not None and hasattr(autograd, "backward"):
+            dist_backward = autograd.backward
+
+            def backward(context_id, roots, *args, **kwargs):
+                if isinstance(roots, (list, tuple)) and len(roots) == 1:
+                    recorder.note_loss(roots[0], None)
+                return dist_backward(context_id, roots, *args, **kwargs)
+
+            backward.__doc__ = dist_backward.__doc__
+            autograd.backward = backward
+        if "torch.distributed.optim" in sys.modules:
+            self.on_distributed_optim(sys.modules["torch.distributed.optim"])
+        else:
+            sys.meta_path.insert(0, _AfterImport("torch.distributed.optim", self.on_distributed_optim))
+
+    def on_distributed_optim(self, module) -> None:
+        """``DistributedOptimizer`` is no ``torch.optim.Optimizer``: count its steps too."""
+        kind = getattr(module, "DistributedOptimizer", None)
+        if kind is None or getattr(kind.step, "_portscan", False):
+            return
+        recorder, original = self, kind.step
+
+        def step(self, *args, **kwargs):
+            result = original(self, *args, **kwargs)
+            recorder.record_step(self)
+            return result
+
+        step.__doc__, step._portscan = original.__doc__, True  # type: ignore[attr-defined]
+        kind.step = step
 
     # -- observations ---------------------------------------------------------------
 
     def note_loss(self, tensor, gradient) -> None:
         try:
-            if gradient is None and tensor.numel() == 1 and tensor.requires_grad:
-                self.pending.append(getattr(tensor, "_portscan_unscaled", tensor).detach())
+            if not (gradient is None and tensor.numel() == 1 and tensor.requires_grad):
+                return
+            loss = getattr(tensor, "_portscan_unscaled", tensor).detach()
         except Exception:  # noqa: BLE001 - observation must never break training
-            pass
-
-    def on_step(self, optimizer, args, kwargs) -> None:
-        if self.primary is None:
-            self.primary = weakref.ref(optimizer)
-        if self.primary() is not optimizer:
             return
-        losses, self.pending = self.pending, []
-        step = {"step": len(self.steps) + 1, "loss": None, "backward_calls": len(losses),
+        if not self.optimizers:
+            self.backward_step(loss)
+        self.pending.append(loss)
+
+    def backward_step(self, loss) -> None:
+        """Before any optimizer step, each backward is a step of the ``backward`` series: the
+        steps of a script that updates its weights by hand. Capped like optimizer steps
+        (BACKWARD_LIMIT times later where an optimizer was built, as gradient accumulation
+        may precede its first step); raised before the backward past the cap runs."""
+        limit = self.cap * (BACKWARD_LIMIT if self.optimizer_built else 1)
+        if self.cap and self.backward_calls >= limit:
+            self.reach_cap()
+        self.backward_calls += 1
+        step = {"series": BACKWARD, "step": self.backward_calls, "loss": None, "backward_calls": 1,
                 "seconds": round(time.monotonic() - self.start, 4)}
         self.steps.append(step)
-        self.append_step(step, losses)
-        if len(self.steps) == 1:
-            self.devices = sorted({p.device.type for group in optimizer.param_groups
+        self.counts[BACKWARD] = self.backward_calls
+        self.append_step(step, [loss])
+        if self.backward_calls == 1:
+            self.record_backend()
+            self.rank = _distributed_rank(self.torch, self.rank)
+        if self.backward_calls <= EARLY_STEPS:
+            self.write()
+
+    def before_step(self, optimizer, args, kwargs) -> None:
+        self.step_start[id(optimizer)] = len(self.pending)
+
+    def on_step(self, optimizer, args, kwargs) -> None:
+        self.step_calls[id(optimizer)] = self.step_calls.get(id(optimizer), 0) + 1
+        self.record_step(optimizer)
+
+    def series_of(self, optimizer) -> str:
+        """``1`` for the first optimizer to step (the one whose steps are capped), ``2``, ..."""
+        for index, ref in enumerate(self.optimizers):
+            if ref() is optimizer:
+                return str(index + 1)
+        try:
+            self.optimizers.append(weakref.ref(optimizer))
+        except TypeError:  # no weak references: keep it alive, as the script does anyway
+            self.optimizers.append(lambda: optimizer)
+        self.names.append(type(optimizer).__name__)
+        return str(len(self.optimizers))
+
+    def record_step(self, optimizer, skipped: bool = False) -> None:
+        """One step of ``optimizer``: the losses since the previous step of any optimizer
+        (their mean: gradient accumulation), or, when backward ran inside the step (a
+        closure optimizer such as LBFGS), the first evaluation's loss, which ``step``
+        returns. A step GradScaler skipped is marked."""
+        series = self.series_of(optimizer)
+        start = self.step_start.pop(id(optimizer), None)
+        losses, self.pending = self.pending, []
+        inside = losses[start:] if start is not None else []
+        count = self.counts[series] = self.counts.get(series, 0) + 1
+        step = {"series": series, "step": count, "loss": None, "backward_calls": len(losses),
+                "seconds": round(time.monotonic() - self.start, 4)}
+        if inside:
+            step["evaluations"] = len(inside)
+        if skipped:
+            step["skipped"] = True
+        self.steps.append(step)
+        self.append_step(step, inside[:1] or losses)
+        if series != "1":
+            return
+        if count == 1:
+            self.devices = sorted({p.device.type for group in getattr(optimizer, "param_groups", ())
                                    for p in group["params"]})
             self.record_backend()
             self.rank = _distributed_rank(self.torch, self.rank)
-        if self.cap and len(self.steps) >= self.cap:
-            self.stopped = "step-cap"
+        if self.cap and count >= self.cap:
+            self.reach_cap()
+        if count <= EARLY_STEPS:
             self.write()
-            raise StepCapReached(len(self.steps))
-        if len(self.steps) <= EARLY_STEPS:
-            self.write()
+
+    def reach_cap(self) -> None:
+        """Write the trace, leave the marker the parent watches, and stop this process
+        (from the main thread; a cap reached on another thread, an RPC handler's, leaves
+        the stopping to the parent)."""
+        self.stopped = "step-cap"
+        self.write()
+        with contextlib.suppress(OSError):
+            with open(self.cap_path, "w", encoding="utf-8") as fh:
+                fh.write(str(self.counts.get("1") or self.backward_calls))
+        if threading.current_thread() is threading.main_thread():
+            raise StepCapReached(self.counts.get("1") or self.backward_calls)
 
     def append_step(self, step: dict, losses: list) -> None:
         """Queue the step with its loss tensors; once APPEND_INTERVAL has passed since the
@@ -414,6 +548,18 @@ class Recorder:
             self.record_backend()
         self.write()
 
+    def terminated(self) -> None:
+        """SIGTERM (the parent's timeout, Ctrl-C, or a run kept alive past the cap): write
+        what we have, unless the interrupted thread holds the lock (then the appended
+        steps file still has the steps)."""
+        if self.stopped is None:
+            self.stopped = "terminated"
+        if self.write_lock.acquire(blocking=False):
+            try:
+                self._write()
+            finally:
+                self.write_lock.release()
+
     def write(self) -> None:
         with self.write_lock:
             self._write()
@@ -430,6 +576,7 @@ class Recorder:
             # last write has them
             "steps": list(self.steps) if self.stopped or self.failure else [],
             "pending_backward_calls": len(self.pending), "param_devices": self.devices,
+            "optimizers": list(self.names),
             "backend": self.backend, "emulated": self.emulated, "failure": self.failure,
             "notes": self.notes, "stopped": self.stopped,
         }
@@ -440,6 +587,26 @@ class Recorder:
             os.replace(temporary, self.trace_path)
         except OSError:
             pass
+
+
+def _on_sigterm(callback) -> None:
+    """Run ``callback`` on SIGTERM, then die of it as before; only where SIGTERM still has
+    its default action and this is the main thread (a program's own handler wins)."""
+    import signal
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def handler(signum, frame):
+        try:
+            callback()
+        finally:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGTERM, handler)
 
 
 def _env_int(name: str) -> int | None:

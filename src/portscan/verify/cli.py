@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -24,13 +25,14 @@ if TYPE_CHECKING:
     from portscan.verify.trace import Observation
     from portscan.verify.verdict import Comparison, Criteria
 
-EXIT_PASS, EXIT_FAIL, EXIT_ERROR = 0, 1, 2
+EXIT_PASS, EXIT_FAIL, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 EPILOG = """\
 exit status:
   0  PASS
   1  FAIL: a check failed (the report says which, and the likely rule for a crash)
   2  usage error, invalid [tool.portscan.verify], unreadable reference, or a command
      that cannot start
+  130  interrupted (Ctrl-C): the report shows the steps so far
 
 command: after --, else `command` in [tool.portscan.verify], else the best candidate
 found (printed with how to pin it). See docs/verify.md.
@@ -80,13 +82,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            help="write the steps, losses and backend of a passing run to FILE")
     reference.add_argument("--against", type=Path, metavar="FILE",
                            help="compare each step's loss with a reference written by --record")
+    parser.add_argument("--repeats", type=_positive_int, metavar="N",
+                        help="with --record: run N times (other seeds where the command takes "
+                             "--seed) and store the spread as the comparison band (default 1)")
     parser.add_argument("--rtol", type=_non_negative, metavar="R",
-                        help="relative tolerance per step for --against (default 0.05)")
+                        help="narrowest per-step band for --against, relative (default 0.01)")
     parser.add_argument("--outliers", type=_fraction, metavar="F",
-                        help="fraction of compared steps allowed outside --rtol (default 0.1)")
+                        help="fraction of compared steps allowed outside the band (default 0.1)")
     parser.add_argument("--max-rise", type=_non_negative, metavar="F",
-                        help="how much the fitted loss line may rise over the window, as a "
-                             "fraction of the mean loss (default 0.02)")
+                        help="how much the last third of the window may lie above the first, "
+                             "beyond the noise, as a fraction of the mean loss (default 0.02)")
+    parser.add_argument("--metric", metavar="NAME",
+                        help="what to judge: loss (the first optimizer's, default), loss@2 (the "
+                             "second optimizer's), or a name the script prints, e.g. reward")
+    parser.add_argument("--maximize", action="store_true", default=None,
+                        help="the metric should rise (a reward or an accuracy)")
+    parser.add_argument("--no-trend", dest="trend", action="store_false", default=None,
+                        help="do not judge the trend (objectives that need not fall in N steps)")
     parser.add_argument("--emulate", choices=("rocm",),
                         help="make the Python layer look like a PyTorch ROCm build on an MI300X")
     parser.add_argument("--allow-import", action="append", default=[], metavar="MODULE",
@@ -115,6 +127,7 @@ class Plan:
     nproc: int
     against: Path | None
     allow: tuple[str, ...]
+    repeats: int = 1
 
 
 class UsageError(ValueError):
@@ -123,7 +136,7 @@ class UsageError(ValueError):
 
 def make_plan(args: argparse.Namespace, settings: Settings, project: Path) -> Plan:
     """Merge the command line over ``[tool.portscan.verify]`` over the defaults."""
-    from portscan.verify.entry import discover_candidates
+    from portscan.verify.entry import discover_candidates, gpu_present
     from portscan.verify.verdict import (DEFAULT_MAX_RISE, DEFAULT_OUTLIERS, DEFAULT_RTOL,
                                          DEFAULT_STEPS, DEFAULT_TIMEOUT, Criteria)
 
@@ -144,6 +157,13 @@ def make_plan(args: argparse.Namespace, settings: Settings, project: Path) -> Pl
         if not found:
             raise UsageError("no command given, none in [tool.portscan.verify], and no training "
                              "entry point found; run `portscan verify -- python train.py ...`")
+        if not gpu_present():
+            runnable = [c for c in found if not c.needs_gpu]
+            if not runnable:
+                raise UsageError(f"the training entry points found need a GPU and this machine has "
+                                 f"none (`{' '.join(found[0].command)}`, {found[0].source}: "
+                                 f"{found[0].needs_gpu}); not run")
+            found = runnable + [c for c in found if c.needs_gpu]
         best, alternatives, guessed = found[0], tuple(found[1:4]), True
         command, origin = list(best.command), f"{best.source} ({best.reason})"
     criteria = Criteria(
@@ -151,21 +171,20 @@ def make_plan(args: argparse.Namespace, settings: Settings, project: Path) -> Pl
         timeout=pick(args.timeout, settings.timeout, DEFAULT_TIMEOUT),
         rtol=pick(args.rtol, settings.rtol, DEFAULT_RTOL),
         outliers=pick(args.outliers, settings.outliers, DEFAULT_OUTLIERS),
-        max_rise=pick(args.max_rise, settings.max_rise, DEFAULT_MAX_RISE))
+        max_rise=pick(args.max_rise, settings.max_rise, DEFAULT_MAX_RISE),
+        trend=pick(args.trend, settings.trend, True), metric=pick(args.metric, settings.metric, "loss"),
+        maximize=pick(args.maximize, settings.maximize, False))
+    repeats = pick(args.repeats, settings.repeats, 1)
+    if args.repeats and args.record is None:
+        raise UsageError("--repeats needs --record: it records the spread of several runs")
     against = args.against
     if against is None and args.record is None and settings.against:
         against = project / settings.against
     return Plan(command=tuple(command), origin=origin, guessed=guessed,
                 alternatives=alternatives, criteria=criteria,
                 emulate=args.emulate or settings.emulate, nproc=pick(args.nproc, settings.nproc, 1),
-                against=against, allow=tuple(settings.allow_imports) + tuple(args.allow_import))
-
-
-def _kind(backend: dict) -> str:
-    """``rocm``, ``cuda`` or ``cpu``: what the work ran on."""
-    if not backend.get("gpu"):
-        return "cpu"
-    return "rocm" if backend.get("hip") else "cuda"
+                against=against, allow=tuple(settings.allow_imports) + tuple(args.allow_import),
+                repeats=repeats if args.record is not None else 1)
 
 
 def _error(message: str) -> int:
@@ -202,19 +221,92 @@ def _run_spec(plan: Plan, argv: tuple[str, ...], project: Path, rules: RuleSet) 
         allow = plan.allow + tuple(sorted(first_party_modules(project.resolve())))
         blocked = emulation.blocked_modules(rules, allow)
         programs = emulation.blocked_programs(rules)
+    reasons = emulation.block_reasons(rules, blocked) if blocked else {}
     return RunSpec(argv=argv, cwd=project, steps=plan.criteria.steps, timeout=plan.criteria.timeout,
-                   emulate=plan.emulate, blocked=blocked, programs=programs)
+                   emulate=plan.emulate, blocked=blocked, programs=programs, reasons=reasons)
 
 
-def _reference_notes(reference: Reference, observation: Observation, comparison: Comparison) -> list[str]:
-    notes = []
-    if reference.backend and observation.backend and \
-            _kind(reference.backend) != _kind(asdict(observation.backend)):
-        notes.append("the reference comes from another backend: expect differences within the "
-                     "tolerance, not equality")
+def _reference_notes(reference: Reference, observation: Observation, comparison: Comparison,
+                     plan: Plan) -> list[str]:
+    from portscan.verify.reference import backend_kind_of, mismatches
+
+    backend = asdict(observation.backend) if observation.backend else None
+    notes = [f"warning: {text}" for text in mismatches(
+        reference, command=plan.command, nproc=plan.nproc, capture=observation.loss_source,
+        backend_kind=backend_kind_of(backend), metric=plan.criteria.metric)]
     if comparison.missing:
-        notes.append(f"{comparison.missing} reference steps were not reached by this run")
+        notes.append(f"{plural(comparison.missing, 'reference step')} not reached by this run")
     return notes
+
+
+def step_notes(observation: Observation) -> list[str]:
+    """What a reader must know about how the judged steps' losses were formed."""
+    from portscan.verify.trace import plural
+
+    notes = []
+    steps = observation.steps
+    accumulated = [s.backward_calls for s in steps if s.backward_calls > 1 and not s.evaluations]
+    if accumulated:
+        counts = sorted(set(accumulated))
+        notes.append(f"gradient accumulation: each step's loss is the mean of its "
+                     f"{'/'.join(map(str, counts))} micro-batch losses (a script that divides by the "
+                     f"count reports the divided values)")
+    if any(s.evaluations for s in steps):
+        notes.append("a closure optimizer (LBFGS-like): each step's loss is its first closure "
+                     "evaluation, the value step() returns; the others are not averaged in")
+    skipped = [s.step for s in steps if s.skipped]
+    if skipped:
+        notes.append(f"GradScaler skipped {plural(len(skipped), 'step')} (inf/NaN gradients): "
+                     f"{', '.join(map(str, skipped[:10]))}{' ...' if len(skipped) > 10 else ''}")
+    return notes
+
+
+def seeded_commands(command: Sequence[str], repeats: int, project: Path) -> tuple[tuple[str, ...], ...]:
+    """The command for each recorded run: the first as given, the others with another
+    ``--seed`` where the command passes one or its script defines one, else the same."""
+    words = list(command)
+    runs = [tuple(words)]
+    for i, word in enumerate(words):
+        if word == "--seed" and i + 1 < len(words) and _is_int(words[i + 1]):
+            base = int(words[i + 1])
+            return tuple(tuple(words[:i + 1] + [str(base + k)] + words[i + 2:]) for k in range(repeats))
+        if word.startswith("--seed=") and _is_int(word[7:]):
+            base = int(word[7:])
+            return tuple(tuple(words[:i] + [f"--seed={base + k}"] + words[i + 1:]) for k in range(repeats))
+    script = next((w for w in words[1:] if w.endswith(".py")), None)
+    takes_seed = False
+    if script is not None:
+        try:
+            takes_seed = bool(re.search(r"""["']--seed["']""", (project / script).read_text(errors="replace")))
+        except OSError:
+            takes_seed = False
+    for k in range(1, repeats):
+        runs.append(tuple([*words, "--seed", str(k)]) if takes_seed else tuple(words))
+    return tuple(runs)
+
+
+def _is_int(text: str) -> bool:
+    return bool(re.fullmatch(r"-?\d+", text))
+
+
+def remove_created(project: Path, created: Sequence[str]) -> list[str]:
+    """Remove what a failed run of a *guessed* command created in the project; return the
+    entries that could not be removed."""
+    import shutil
+
+    left = []
+    root = project.resolve()
+    for entry in created:
+        path = (root / entry)
+        try:
+            path.resolve().relative_to(root)
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+        except (OSError, ValueError):
+            left.append(entry)
+    return left
 
 
 def run(args: argparse.Namespace, rules: RuleSet) -> int:
@@ -226,7 +318,7 @@ def run(args: argparse.Namespace, rules: RuleSet) -> int:
     from portscan.verify.reference import ReferenceError, read_reference, to_document, write_reference
     from portscan.verify.report import Result, render_json, render_text
     from portscan.verify.runner import RunError, run_command, torchrun_argv
-    from portscan.verify.trace import merge_traces
+    from portscan.verify.trace import merge_traces, select_metric
     from portscan.verify.verdict import compare, judge
 
     project = args.project
@@ -235,48 +327,70 @@ def run(args: argparse.Namespace, rules: RuleSet) -> int:
     try:
         plan = make_plan(args, load_settings(project), project)
         reference = read_reference(plan.against) if plan.against else None
-        argv = torchrun_argv(plan.command, plan.nproc) if plan.nproc > 1 else plan.command
+        commands = seeded_commands(plan.command, plan.repeats, project)
+        argvs = [torchrun_argv(c, plan.nproc) if plan.nproc > 1 else c for c in commands]
     except (ConfigError, ReferenceError, UsageError, ValueError) as exc:
         return _error(str(exc))
     if plan.guessed:
         _announce_guess(plan)
     echo = _echo_to_stderr if args.show_output else None
-    try:
-        output = run_command(_run_spec(plan, tuple(argv), project, rules), echo=echo)
-    except RunError as exc:
-        return _error(str(exc))
-
-    observation = merge_traces(output.traces, exit_status=output.exit_status,
-                               timed_out=output.timed_out, seconds=output.seconds, output=output.output)
-    notes: list[str] = []
-    if output.created:
-        shown = ", ".join(output.created[:5]) + (" ..." if len(output.created) > 5 else "")
-        notes.append(f"{len(output.created)} new entries appeared in the project during the run "
-                     f"({shown}); portscan leaves them")
-    comparison = None
-    if reference is not None:
-        comparison = compare(observation.steps, reference.steps, plan.criteria.rtol, plan.criteria.outliers)
-        notes += _reference_notes(reference, observation, comparison)
-    verdict = judge(observation, plan.criteria, comparison,
-                    reference_name=plan.against.name if plan.against else "the reference")
-    hints = likely_rules(observation.failure, project, rules) if observation.failure else ()
-
-    recorded = None
-    if args.record is not None and not verdict.passed:
-        notes.append(f"{args.record} was not written: only a passing run makes a reference")
-    elif args.record is not None:
+    recorded_runs = []
+    result = None
+    for index, argv in enumerate(argvs):
         try:
-            write_reference(args.record, to_document(observation.steps, plan.command, observation.backend,
-                                                     plan.emulate, plan.nproc))
-        except OSError as exc:
-            return _error(f"{args.record}: cannot write: {exc.strerror or exc}")
-        recorded = str(args.record)
+            output = run_command(_run_spec(plan, tuple(argv), project, rules), echo=echo)
+        except RunError as exc:
+            return _error(str(exc))
+        observation = merge_traces(output.traces, exit_status=output.exit_status,
+                                   timed_out=output.timed_out, seconds=output.seconds,
+                                   output=output.output, interrupted=output.interrupted,
+                                   lingered=output.lingered)
+        observation = select_metric(observation, plan.criteria.metric, output.output)
+        notes: list[str] = step_notes(observation)
+        if len(argvs) > 1:
+            notes.append(f"run {index + 1} of {len(argvs)}: `{' '.join(commands[index])}`")
+        comparison = None
+        if reference is not None:
+            comparison = compare(observation.steps, reference.steps, plan.criteria.rtol,
+                                 plan.criteria.outliers, reference.runs)
+            notes += _reference_notes(reference, observation, comparison, plan)
+        verdict = judge(observation, plan.criteria, comparison,
+                        reference_name=plan.against.name if plan.against else "the reference")
+        if output.created:
+            left = list(output.created)
+            if plan.guessed and not verdict.passed:
+                left = remove_created(project, output.created)
+                removed = len(output.created) - len(left)
+                if removed:
+                    notes.append(f"the guessed command failed: removed the {plural(removed, 'entry', 'entries')} "
+                                 f"it created in the project ({_shown(output.created)})")
+            if left:
+                notes.append(f"{plural(len(left), 'new entry', 'new entries')} appeared in the project "
+                             f"during the run ({_shown(left)}); portscan leaves them")
+        hints = likely_rules(observation.failure, project, rules) if observation.failure else ()
+        result = Result(command=plan.command, origin=plan.origin, argv=tuple(argv), emulate=plan.emulate,
+                        nproc=plan.nproc, criteria=plan.criteria, observation=observation, verdict=verdict,
+                        output=output.output, hints=hints,
+                        reference_file=str(plan.against) if plan.against else None, notes=tuple(notes))
+        if not verdict.passed or output.interrupted:
+            break
+        recorded_runs.append(observation)
 
-    result = Result(command=plan.command, origin=plan.origin, argv=tuple(argv), emulate=plan.emulate,
-                    nproc=plan.nproc, criteria=plan.criteria, observation=observation, verdict=verdict,
-                    output=output.output, hints=hints,
-                    reference_file=str(plan.against) if plan.against else None,
-                    recorded=recorded, notes=tuple(notes))
+    assert result is not None
+    if args.record is not None:
+        if len(recorded_runs) < len(argvs):
+            result = replace(result, notes=(*result.notes, f"{args.record} was not written: only passing "
+                                                           f"runs make a reference"))
+        else:
+            first = recorded_runs[0]
+            document = to_document([o.steps for o in recorded_runs], plan.command, first.backend,
+                                   plan.emulate, plan.nproc, capture=first.loss_source,
+                                   metric=plan.criteria.metric, commands=commands)
+            try:
+                write_reference(args.record, document)
+            except OSError as exc:
+                return _error(f"{args.record}: cannot write: {exc.strerror or exc}")
+            result = replace(result, recorded=str(args.record), repeats=len(recorded_runs))
     if args.format == "json":
         sys.stdout.write(render_json(result))
     else:
@@ -284,7 +398,19 @@ def run(args: argparse.Namespace, rules: RuleSet) -> int:
         if not out.is_terminal:  # piped or redirected: never wrap, so each line stays greppable
             out = Console(highlight=False, soft_wrap=True, width=10_000)
         render_text(result, out)
-    return EXIT_PASS if verdict.passed else EXIT_FAIL
+    if result.observation.interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_PASS if result.verdict.passed else EXIT_FAIL
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    from portscan.verify.trace import plural as _plural
+
+    return _plural(count, noun, many)
+
+
+def _shown(entries: Sequence[str]) -> str:
+    return ", ".join(entries[:5]) + (" ..." if len(entries) > 5 else "")
 
 
 def _echo_to_stderr(line: str) -> None:

@@ -1,13 +1,15 @@
 """What ``--emulate rocm`` takes away, derived from the rule pack (never a second list).
 
 The emulated target is a stock PyTorch ROCm install: the ROCm wheel of torch plus
-packages from PyPI, without source-built ROCm forks. So:
+packages from PyPI, without ROCm forks such as ROCm/apex (which ``rocm/pytorch`` images
+do carry: ``--allow-import apex`` there). So:
 
 * every **import rule of severity error** is blocked: those modules fail to import on
   ROCm (TensorRT family, pycuda, NVML wrappers, DALI, RAPIDS, cuda-python, apex's CUDA
   extension modules, ...);
-* the whole **apex family** (import rules of category ``apex``) is blocked: NVIDIA apex
-  has no ROCm wheel, and ROCm/apex must be built from source;
+* the whole **apex family** (import rules of category ``apex``) is blocked: the apex
+  on PyPI is another package, NVIDIA apex builds for CUDA only, and AMD's ROCm/apex is
+  not in a stock install (it is built from source, or comes with ``rocm/pytorch`` images);
 * import rules of severity warning outside apex are *not* blocked: flash-attn, xformers,
   bitsandbytes, CuPy, Transformer Engine, vLLM and the like have ROCm builds, and
   blocking them would report failures a ROCm user would not see;
@@ -65,6 +67,19 @@ def blocked_modules(rules: RuleSet, allow: Iterable[str] = ()) -> dict[str, str]
             if not any(is_at_or_below(module, name) for name in allowed):
                 blocked.setdefault(module, rule.code)
     return blocked
+
+
+def block_reasons(rules: RuleSet, blocked: Mapping[str, str]) -> dict[str, str]:
+    """Why each blocked module fails to import, in its rule's own words, so the error a
+    program sees agrees with the rule it cites (PS201 says ROCm/apex exists; so does this)."""
+    reasons = {}
+    for module, code in blocked.items():
+        rule = rules.by_code[code]
+        message = rule.render_message({"module": module, "matched": module}).replace("`", "")
+        top = module.split(".")[0]
+        reasons[module] = (f"{message}; the emulated stock PyTorch ROCm install does not have it "
+                           f"(--allow-import {top} if yours does)")
+    return reasons
 
 
 def blocked_programs(rules: RuleSet) -> dict[str, str]:

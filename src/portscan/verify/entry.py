@@ -1,13 +1,19 @@
 """Which command to run: ``[tool.portscan.verify]`` in pyproject.toml, else a ranked guess.
 
-Candidates, scored (higher first), never executed while ranking:
+Candidates, scored (higher first), never executed while ranking, whatever their name
+(a training word in it adds a little):
 
-* a README command (fenced or indented block) that runs a training script, module or
-  launcher: 30, plus 10 when it runs a ``train*.py`` candidate below;
-* ``train*.py`` (top level, ``scripts/``, ``tools/``, ``src/``) with an
+* a README command (fenced or indented block) that runs a Python script or module:
+  30 when the script trains (below) or its name says train/fit/finetune/pretrain, plus 10
+  when it is one of the scripts found below;
+* a ``*.py`` (top level, ``scripts/``, ``tools/``, ``src/``, ``examples/``) with an
   ``if __name__ == "__main__":`` block that builds an optimizer or calls ``.backward()``:
-  20, minus 2 per directory level;
-* a ``[project.scripts]`` console script whose name says train/finetune/pretrain: 15.
+  20 for a training name, 16 otherwise, minus 2 per directory level;
+* a ``[project.scripts]`` console script: 15 for a training name, 8 otherwise.
+
+A candidate whose script moves work to CUDA without ever asking
+``torch.cuda.is_available()`` (or whose command says ``--device cuda``) needs a GPU: on a
+machine without one it is not run.
 
 Launchers in README commands (``torchrun``, ``python -m torch.distributed.run``) are
 unwrapped to the script they start: ``--nproc`` says how many processes to use.
@@ -50,6 +56,10 @@ class Settings:
     outliers: float | None = None
     max_rise: float | None = None
     allow_imports: tuple[str, ...] = ()
+    repeats: int | None = None
+    metric: str | None = None
+    trend: bool | None = None
+    maximize: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +68,11 @@ class Candidate:
     source: str  #: where it was found, e.g. ``README.md:12``
     reason: str
     score: int
+    needs_gpu: str | None = None  #: why it cannot run without a GPU
 
 
 _KEYS = ("command", "steps", "timeout", "nproc", "emulate", "against", "rtol", "outliers",
-         "max-rise", "allow-imports")
+         "max-rise", "allow-imports", "repeats", "metric", "trend", "maximize")
 
 
 def _number(table: dict[str, Any], key: str, kind: type, low: float, high: float | None = None) -> Any:
@@ -103,7 +114,15 @@ def parse_settings(table: Any) -> Settings:
     allow = table.get("allow-imports", [])
     if not isinstance(allow, list) or not all(isinstance(a, str) and a for a in allow):
         raise ConfigError("[tool.portscan.verify] allow-imports: expected a list of module names")
+    for key in ("trend", "maximize"):
+        if key in table and not isinstance(table[key], bool):
+            raise ConfigError(f"[tool.portscan.verify] {key}: expected true or false")
+    metric = table.get("metric")
+    if metric is not None and (not isinstance(metric, str) or not metric):
+        raise ConfigError("[tool.portscan.verify] metric: expected a name")
     return Settings(
+        repeats=_number(table, "repeats", int, 1, 100), metric=metric, trend=table.get("trend"),
+        maximize=table.get("maximize"),
         command=tuple(command), steps=_number(table, "steps", int, 1),
         timeout=_number(table, "timeout", float, 1), nproc=_number(table, "nproc", int, 1, 64),
         emulate=emulate, against=against, rtol=_number(table, "rtol", float, 0),
@@ -150,21 +169,51 @@ def has_main_and_optimizer(source: str) -> bool:
     return main and bool(_OPTIMIZER.search(source))
 
 
+_CUDA_USE = re.compile(r"""\.cuda\(|device\s*=\s*["']cuda|torch\.device\(\s*["']cuda|\.to\(\s*["']cuda""")
+_CUDA_CHECK = re.compile(r"cuda\.is_available\(|cuda\.device_count\(|is_available\(\)")
+
+
+def gpu_requirement(source: str, command: Sequence[str] = ()) -> str | None:
+    """Why ``source`` (run as ``command``) cannot run without a GPU, or None."""
+    words = list(command)
+    for i, word in enumerate(words):
+        value = word.split("=", 1)[1] if "=" in word else words[i + 1] if i + 1 < len(words) else ""
+        if word.split("=", 1)[0] in ("--device", "--accelerator") and value.startswith("cuda"):
+            return f"the command passes {word.split('=', 1)[0]} {value}"
+    if _CUDA_USE.search(source) and not _CUDA_CHECK.search(source):
+        return "it moves work to CUDA and never asks torch.cuda.is_available()"
+    return None
+
+
+def gpu_present() -> bool:
+    """Whether this machine shows a GPU to a process (without importing torch)."""
+    import os
+    import shutil
+
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"):
+        if os.environ.get(name, None) in ("", "-1"):
+            return False
+    return any(Path(p).exists() for p in ("/dev/nvidia0", "/dev/kfd", "/dev/dxg")) or \
+        shutil.which("nvidia-smi") is not None
+
+
 def _script_candidates(project: Path) -> list[Candidate]:
     found = []
     for folder in _SCRIPT_DIRS:
         directory = project / folder if folder else project
         if not directory.is_dir():
             continue
-        for path in sorted(directory.glob("*train*.py")):
+        for path in sorted(directory.glob("*.py")):
             try:
                 source = path.read_text(encoding="utf-8", errors="replace")
             except OSError:
                 continue
             if has_main_and_optimizer(source):
                 rel = path.relative_to(project).as_posix()
-                score = 20 - 2 * rel.count("/") + (1 if path.name == "train.py" else 0)
-                found.append(Candidate(("python", rel), rel, "a __main__ block and an optimizer", score))
+                named = bool(_TRAIN_WORD.search(path.stem))
+                score = (20 if named else 16) - 2 * rel.count("/") + (1 if path.name == "train.py" else 0)
+                found.append(Candidate(("python", rel), rel, "a __main__ block and an optimizer", score,
+                                       gpu_requirement(source, ("python", rel))))
     return found
 
 
@@ -174,8 +223,9 @@ def _console_scripts(project: Path) -> list[Candidate]:
         scripts = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {}).get("scripts", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return []
-    return [Candidate((name,), f"pyproject.toml [project.scripts] {name}", "a console script", 15)
-            for name in sorted(scripts) if isinstance(name, str) and _TRAIN_WORD.search(name)]
+    return [Candidate((name,), f"pyproject.toml [project.scripts] {name}", "a console script",
+                      15 if _TRAIN_WORD.search(name) else 8)
+            for name in sorted(scripts) if isinstance(name, str)]
 
 
 def readme_commands(text: str) -> list[tuple[int, str]]:
@@ -238,8 +288,18 @@ def _target(command: Sequence[str]) -> str:
     return command[1] if len(command) > 1 else ""
 
 
-def _readme_candidates(project: Path, scripts: Iterable[str]) -> list[Candidate]:
-    known = set(scripts)
+def _readme_gpu(project: Path, command: Sequence[str], script: Candidate | None) -> str | None:
+    target = _target(command)
+    try:
+        source = (project / target).read_text(encoding="utf-8", errors="replace") \
+            if target.endswith(".py") else ""
+    except OSError:
+        source = ""
+    return gpu_requirement(source, command)
+
+
+def _readme_candidates(project: Path, scripts: Iterable[Candidate]) -> list[Candidate]:
+    known = {c.source: c for c in scripts}
     found = []
     for name in ("README.md", "README.rst", "README.txt", "README"):
         path = project / name
@@ -258,11 +318,12 @@ def _readme_candidates(project: Path, scripts: Iterable[str]) -> list[Candidate]
                 continue
             command = unwrap_launcher(words)
             target = _target(command)
-            if not _TRAIN_WORD.search(target):
+            if not target or target.startswith("-") or not (_TRAIN_WORD.search(target) or target in known):
                 continue
             score = 30 + (10 if target in known else 0)
             reason = "a README command" + (f" that runs {target}" if target in known else "")
-            found.append(Candidate(command, f"{name}:{number}", reason, score))
+            found.append(Candidate(command, f"{name}:{number}", reason, score,
+                                   _readme_gpu(project, command, known.get(target))))
         break
     return found
 
@@ -270,7 +331,7 @@ def _readme_candidates(project: Path, scripts: Iterable[str]) -> list[Candidate]
 def discover_candidates(project: Path) -> list[Candidate]:
     """Every candidate command, best first."""
     scripts = _script_candidates(project)
-    candidates = [*_readme_candidates(project, (c.source for c in scripts)), *scripts,
+    candidates = [*_readme_candidates(project, scripts), *scripts,
                   *_console_scripts(project)]
     unique: dict[tuple[str, ...], Candidate] = {}
     for candidate in sorted(candidates, key=lambda c: -c.score):

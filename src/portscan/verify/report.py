@@ -22,7 +22,7 @@ from portscan.report.text import clean
 from portscan.ruleset import Rule
 from portscan.verify.emulation import SCOPE, TARGET_DEVICE
 from portscan.verify.hints import Hint
-from portscan.verify.trace import Observation, Step, output_lines
+from portscan.verify.trace import Observation, Step, output_lines, plural
 from portscan.verify.verdict import FAIL, PASS, Criteria, Row, Verdict
 
 SCHEMA_VERSION = 1
@@ -50,6 +50,7 @@ class Result:
     reference_file: str | None = None
     recorded: str | None = None
     notes: tuple[str, ...] = ()
+    repeats: int = 1  #: runs recorded into ``recorded``
 
 
 def sparkline(values: Sequence[float | None], width: int = SPARK_WIDTH) -> str:
@@ -107,7 +108,7 @@ def _text(text: str, style: str = "") -> Text:
 
 def _header(result: Result, console: Console) -> None:
     obs = result.observation
-    head = Text("portscan verify  ", style="bold")
+    head = Text("portscan verify -- ", style="bold")
     head.append(_text(" ".join(result.command)))
     console.print(head)
     console.print(_text(f"  command from {result.origin}", style="dim"))
@@ -120,13 +121,16 @@ def _header(result: Result, console: Console) -> None:
     backend = obs.backend.label if obs.backend else \
         "unknown (no optimizer step was seen)" if obs.runtime_loaded else "unknown"
     console.print(_text(f"  ran on: {backend}"))
-    how = {"hooks": "losses from the optimizer step hooks", "stdout": "losses parsed from the output",
+    how = {"hooks": "losses from the optimizer step hooks", "stdout": "values parsed from the output",
+           "backward": "losses of the backward calls (no optimizer step)",
            "none": "no losses captured"}[obs.loss_source]
-    ending = ("stopped at the step cap" if obs.stopped_at_cap else "timed out" if obs.timed_out
-              else f"exit status {obs.exit_status}")
-    console.print(Text(f"  {len(obs.steps)} steps in {obs.seconds:.1f} s, {ending}; {how}"))
+    if obs.optimizer and obs.loss_source == "hooks":
+        how += f" ({obs.optimizer})"
+    ending = ("interrupted" if obs.interrupted else "stopped at the step cap" if obs.stopped_at_cap
+              else "timed out" if obs.timed_out else f"exit status {obs.exit_status}")
+    console.print(Text(f"  {plural(len(obs.steps), 'step')} in {obs.seconds:.1f} s, {ending}; {how}"))
     if len(obs.ranks) > 1:
-        ranks = ", ".join(f"rank {r.rank}: {r.steps} steps" + (f" ({r.failure})" if r.failure else "")
+        ranks = ", ".join(f"rank {r.rank}: {plural(r.steps, 'step')}" + (f" ({r.failure})" if r.failure else "")
                           for r in obs.ranks)
         console.print(_text(f"  {ranks}"))
     for note in (*obs.notes, *result.notes):
@@ -190,7 +194,10 @@ def _failure(result: Result, console: Console) -> None:
             console.print(_text(f"      {hint.message}"))
             console.print(_text(f"      rewrite: {hint.rule.rewrite}", style="dim"))
             console.print(Text(f"      more: portscan explain {hint.rule.code}", style="dim"))
-    if result.verdict.passed or not (obs.failure is not None or obs.timed_out or obs.exit_status):
+    if not obs.steps:
+        pass  # no step seen: the output is the only explanation, pass or fail
+    elif result.verdict.passed or not (obs.failure is not None or obs.timed_out or obs.exit_status
+                                       or obs.interrupted):
         return
     source = obs.failure.traceback if obs.failure and obs.failure.traceback else result.output
     tail = [line for line in output_lines(source) if line.strip()][-TAIL_LINES:]
@@ -212,7 +219,9 @@ def render_text(result: Result, console: Console) -> None:
         console.print(line)
     _failure(result, console)
     if result.recorded:
-        console.print(_text(f"  recorded {len(result.observation.steps)} steps to {result.recorded}"))
+        runs = f" from {result.repeats} runs" if result.repeats > 1 else ""
+        console.print(_text(f"  recorded {plural(len(result.observation.steps), 'step')}{runs} "
+                            f"to {result.recorded}"))
     console.print()
     console.print(verdict_line(result))
 
@@ -262,7 +271,10 @@ def _json_number(value: float | None) -> float | str | None:
 def _step_dict(row: Row, step: Step | None) -> dict[str, Any]:
     return {"step": row.step, "loss": _json_number(row.loss),
             "reference": _json_number(row.reference), "difference": _json_number(row.difference),
-            "backward_calls": step.backward_calls if step else None}
+            "backward_calls": step.backward_calls if step else None,
+            "skipped": step.skipped if step else False,
+            "evaluations": step.evaluations if step else 0,
+            "tolerance": _json_number(row.tolerance)}
 
 
 def to_json(result: Result) -> dict[str, Any]:
@@ -300,8 +312,16 @@ def to_json(result: Result) -> dict[str, Any]:
         "reference": None if comparison is None else {
             "file": result.reference_file, "rtol": comparison.rtol, "compared": comparison.compared,
             "outside": len(comparison.misses), "allowed": comparison.allowed, "missing": comparison.missing,
-            "first_divergence": comparison.first_divergence.step if comparison.first_divergence else None},
+            "first_divergence": comparison.first_divergence.step if comparison.first_divergence else None,
+            "runs": comparison.runs,
+            "descent": None if comparison.descent is None else {
+                "run": _json_number(comparison.descent.run), "reference": comparison.descent.reference,
+                "tolerance": comparison.descent.tolerance, "ok": comparison.descent.ok}},
         "recorded": result.recorded,
+        "repeats": result.repeats,
+        "series": [{"name": s.name, "label": s.label,
+                    "steps": [{"step": x.step, "loss": _json_number(x.loss), "skipped": x.skipped}
+                              for x in s.steps]} for s in obs.series],
         "notes": [*obs.notes, *result.notes],
         "output_tail": [line for line in output_lines(result.output) if line.strip()][-TAIL_LINES:],
     }

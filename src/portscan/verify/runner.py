@@ -28,12 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from portscan.verify.child import CONFIG_ENV, STEPS_NAME, TRACE_NAME
+from portscan.verify.child import CAP_NAME, CONFIG_ENV, STEPS_NAME, TRACE_NAME
 from portscan.verify.emulation import prepend_path, write_program_stubs
 
 RUNTIME = Path(__file__).with_name("child.py")
 OUTPUT_LINES = 20_000  #: lines of output kept (the rest is dropped from the front)
 KILL_GRACE = 3.0  #: seconds between SIGTERM and SIGKILL
+#: seconds a run may go on after a process reached the step cap (torchrun and DataLoader
+#: teardown take about one); then the process group is stopped (RPC workers, atexit joins)
+CAP_GRACE = 5.0
+POLL = 0.1  #: seconds between looks at the process and the cap markers
 _PYTHON = re.compile(r"python[0-9.]*")
 
 
@@ -50,6 +54,7 @@ class RunSpec:
     emulate: str | None = None
     blocked: Mapping[str, str] = field(default_factory=dict)  #: module -> rule code
     programs: Mapping[str, str] = field(default_factory=dict)  #: program -> rule code
+    reasons: Mapping[str, str] = field(default_factory=dict)  #: module -> why it is blocked (the rule's words)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,8 @@ class RunOutput:
     timed_out: bool
     seconds: float
     created: tuple[str, ...] = ()  #: new files and folders in the project (the command's own)
+    interrupted: bool = False  #: Ctrl-C in portscan: the group was stopped
+    lingered: bool = False  #: still running CAP_GRACE after the step cap: the group was stopped
 
 
 def is_python(program: str) -> bool:
@@ -196,9 +203,44 @@ def _appended_steps(path: Path) -> list[dict[str, Any]]:
     return steps
 
 
+def _wait(process: subprocess.Popen[bytes], spec: RunSpec, traces: Path,
+          stop: threading.Event | None) -> str | None:
+    """Wait for the command; return why it was stopped (``timeout``, ``lingered``,
+    ``interrupted``) or None when it exited by itself."""
+    deadline = time.monotonic() + spec.timeout
+    capped: float | None = None
+    try:
+        while True:
+            try:
+                process.wait(POLL)
+                return None
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if capped is None and any(traces.glob(CAP_NAME.format(pid="*"))):
+                capped = now
+            if capped is not None and now - capped >= CAP_GRACE:
+                _stop(process)
+                return "lingered"
+            if now >= deadline or (stop is not None and stop.is_set()):
+                _stop(process)
+                return "timeout"
+    except KeyboardInterrupt:
+        _stop(process)
+        return "interrupted"
+    except BaseException:
+        _stop(process)
+        raise
+
+
 def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
-                environ: Mapping[str, str] | None = None) -> RunOutput:
-    """Run ``spec.argv`` to the step cap, completion or the timeout. Raises :class:`RunError`."""
+                environ: Mapping[str, str] | None = None,
+                stop: threading.Event | None = None) -> RunOutput:
+    """Run ``spec.argv`` to the step cap, completion or the timeout. Raises :class:`RunError`.
+
+    ``stop``, when set, ends the run as the timeout would: a caller that watches the
+    output (``echo``) can end it on what it sees, not on a guess of how long it takes.
+    """
     workdir = Path(tempfile.mkdtemp(prefix="portscan-verify-"))
     try:
         runtime_dir = workdir / "runtime"
@@ -210,7 +252,8 @@ def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
             stubs = workdir / "bin"
             write_program_stubs(stubs, spec.programs)
         config = {"steps": spec.steps, "trace_dir": str(workdir / "traces"), "emulate": spec.emulate,
-                  "blocked": dict(spec.blocked), "programs": dict(spec.programs)}
+                  "blocked": dict(spec.blocked), "programs": dict(spec.programs),
+                  "reasons": dict(spec.reasons)}
         (workdir / "config.json").write_text(json.dumps(config), encoding="utf-8")
         env = child_environment(os.environ if environ is None else environ, workdir, runtime_dir, stubs)
         lines: deque[str] = deque(maxlen=OUTPUT_LINES)
@@ -224,21 +267,15 @@ def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
             raise RunError(f"cannot run {spec.argv[0]!r}: {exc.strerror or exc}") from None
         reader = threading.Thread(target=_read, args=(process.stdout, lines, echo), daemon=True)
         reader.start()
-        timed_out = False
-        try:
-            process.wait(spec.timeout)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _stop(process)
-        except BaseException:
-            _stop(process)
-            raise
+        why = _wait(process, spec, workdir / "traces", stop)
+        timed_out = why == "timeout"
         seconds = time.monotonic() - start
         _kill_group(process.pid, signal.SIGKILL)  # stragglers: orphaned workers, background jobs
         reader.join(KILL_GRACE)
         return RunOutput(traces=_read_traces(workdir / "traces"), output="".join(lines),
                          exit_status=None if timed_out else process.returncode,
                          timed_out=timed_out, seconds=seconds,
-                         created=new_entries(before, project_entries(spec.cwd)))
+                         created=new_entries(before, project_entries(spec.cwd)),
+                         interrupted=why == "interrupted", lingered=why == "lingered")
     finally:
         shutil.rmtree(workdir, ignore_errors=True)

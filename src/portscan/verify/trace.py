@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-LOSS_SOURCES = ("hooks", "stdout", "none")
+#: ``hooks``: optimizer steps; ``backward``: no optimizer stepped, each backward call is a
+#: step; ``stdout``: parsed from the output; ``none``
+LOSS_SOURCES = ("hooks", "backward", "stdout", "none")
+BACKWARD = "backward"  #: the child's series name for backward calls (child.BACKWARD)
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +26,8 @@ class Step:
     loss: float | None
     backward_calls: int = 1
     seconds: float | None = None  #: since the process started
+    skipped: bool = False  #: GradScaler skipped the update (inf/NaN gradients)
+    evaluations: int = 0  #: closure evaluations inside the step (LBFGS); the loss is the first
 
     @property
     def finite(self) -> bool:
@@ -78,6 +83,15 @@ class RankSummary:
 
 
 @dataclass(frozen=True, slots=True)
+class Series:
+    """Another optimizer's steps (a GAN's generator), shown and selectable with --metric."""
+
+    name: str  #: ``loss@2``
+    label: str  #: ``optimizer 2 (Adam)``
+    steps: tuple[Step, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Observation:
     """Everything the verdict needs to know about one run."""
 
@@ -94,11 +108,21 @@ class Observation:
     failure: Failure | None = None
     ranks: tuple[RankSummary, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    series: tuple[Series, ...] = ()  #: the other optimizers' steps
+    optimizer: str | None = None  #: the judged optimizer's class name
+    interrupted: bool = False  #: Ctrl-C
+    lingered: bool = False  #: the cap was reached but the run kept going: the group was stopped
+    counted: int | None = None  #: the capped optimizer's steps, where another series is judged
+
+    @property
+    def step_count(self) -> int:
+        return len(self.steps) if self.counted is None else self.counted
 
     @property
     def finished(self) -> bool:
         """The command exited 0 on its own, without being stopped at the step cap."""
-        return self.exit_status == 0 and not self.stopped_at_cap and not self.timed_out
+        return self.exit_status == 0 and not self.stopped_at_cap and not self.timed_out \
+            and not self.interrupted
 
 
 def _backend(data: Mapping[str, Any] | None) -> Backend | None:
@@ -120,14 +144,27 @@ def _failure(data: Mapping[str, Any] | None) -> Failure | None:
                    module=data.get("module"), frames=frames, traceback=str(data.get("traceback", "")))
 
 
-def _steps(data: Iterable[Mapping[str, Any]]) -> tuple[Step, ...]:
+def _steps(data: Iterable[Mapping[str, Any]], series: str | None = None) -> tuple[Step, ...]:
+    """The steps of one series (``1``: the first optimizer; ``None``: the judged one)."""
+    items = list(data)
+    if series is None:
+        series = judged_series(items)
     steps = []
-    for item in data:
+    for item in items:
+        if str(item.get("series", "1")) != series:
+            continue
         loss = item.get("loss")
         steps.append(Step(step=int(item["step"]), loss=None if loss is None else float(loss),
                           backward_calls=int(item.get("backward_calls", 1)),
-                          seconds=item.get("seconds")))
+                          seconds=item.get("seconds"), skipped=bool(item.get("skipped")),
+                          evaluations=int(item.get("evaluations") or 0)))
     return tuple(steps)
+
+
+def judged_series(items: Iterable[Mapping[str, Any]]) -> str:
+    """The first optimizer's series where one stepped, else the backward calls."""
+    names = {str(item.get("series", "1")) for item in items}
+    return "1" if "1" in names or not names else BACKWARD if BACKWARD in names else min(names)
 
 
 _LAUNCHER_ERRORS = {"ChildFailedError", "SignalException"}
@@ -139,7 +176,8 @@ def _pick_primary(traces: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | No
     pool = [t for t in ranked if t.get("rank") == 0] or ranked or list(traces)
     if not pool:
         return None
-    return max(pool, key=lambda t: (len(t.get("steps", ())), bool(t.get("owner")), -int(t.get("pid", 0))))
+    return max(pool, key=lambda t: (len(_steps(t.get("steps", ()))), bool(t.get("owner")),
+                                    -int(t.get("pid", 0))))
 
 
 def _pick_failure(traces: Sequence[Mapping[str, Any]]) -> Failure | None:
@@ -151,27 +189,37 @@ def _pick_failure(traces: Sequence[Mapping[str, Any]]) -> Failure | None:
 
 
 def merge_traces(traces: Sequence[Mapping[str, Any]], *, exit_status: int | None, timed_out: bool,
-                 seconds: float, output: str) -> Observation:
+                 seconds: float, output: str, interrupted: bool = False,
+                 lingered: bool = False) -> Observation:
     """One observation from every process's trace plus what the parent saw."""
     primary = _pick_primary(traces)
-    steps = _steps(primary.get("steps", ())) if primary else ()
+    raw = list(primary.get("steps", ())) if primary else []
+    judged = judged_series(raw)
+    steps = _steps(raw, judged)
+    names = list(primary.get("optimizers") or ()) if primary else []
+    series = tuple(Series(f"loss@{key}", f"optimizer {key} ({_name(names, key)})", _steps(raw, key))
+                   for key in sorted({str(i.get("series", "1")) for i in raw} - {"1", BACKWARD}, key=int))
     notes: list[str] = []
     if not traces:
         notes.append("the portscan runtime did not load: does the command start Python with -S "
                      "or -I, or not start Python at all?")
     for trace in traces:
         notes.extend(n for n in trace.get("notes", ()) if n not in notes)
-    loss_source = "hooks" if steps else "none"
-    unstepped = int(primary.get("pending_backward_calls") or 0) if primary else 0
-    if not steps and unstepped:
-        notes.append(f"backward ran {unstepped} times but no optimizer.step() was seen")
+    loss_source = ("backward" if judged == BACKWARD else "hooks") if steps else "none"
+    if judged == BACKWARD and steps:
+        notes.append(f"no optimizer step was seen: each of the {plural(len(steps), 'backward call')} "
+                     f"is a step, with its loss")
+    if series:
+        notes.append(f"{len(series) + 1} optimizers stepped: optimizer 1 ({_name(names, '1')}) is "
+                     f"judged; {', '.join(s.label for s in series)} shown apart "
+                     f"(--metric {series[0].name} judges it)")
     if not steps:
         parsed = losses_from_output(output)
         if parsed:
             steps, loss_source = parsed, "stdout"
             notes.append("no optimizer step was seen: the losses were parsed from the output")
     ranks = tuple(
-        RankSummary(rank=t.get("rank"), steps=len(t.get("steps", ())),
+        RankSummary(rank=t.get("rank"), steps=len(_steps(t.get("steps", ()))),
                     finite=all(s.finite for s in _steps(t.get("steps", ()))),
                     failure=_failure_summary(t.get("failure")))
         for t in sorted((t for t in traces if t.get("rank") is not None),
@@ -188,10 +236,40 @@ def merge_traces(traces: Sequence[Mapping[str, Any]], *, exit_status: int | None
     return Observation(
         steps=steps, loss_source=loss_source,
         stopped_at_cap=bool(primary and primary.get("stopped") == "step-cap"),
-        exit_status=exit_status, timed_out=timed_out, seconds=seconds,
+        exit_status=exit_status, timed_out=timed_out, seconds=seconds, interrupted=interrupted,
+        lingered=lingered,
         runtime_loaded=bool(traces), backend=backend, emulated=emulated,
         param_devices=tuple(primary.get("param_devices", ())) if primary else (),
-        failure=failure, ranks=_dedupe_ranks(ranks), notes=tuple(notes))
+        failure=failure, ranks=_dedupe_ranks(ranks), notes=tuple(notes), series=series,
+        optimizer=_name(names, "1") if judged == "1" and names else None)
+
+
+def select_metric(observation: Observation, metric: str, output: str) -> Observation:
+    """The observation judged on ``metric``: ``loss`` (the first optimizer's, or the backward
+    calls'), ``loss@K`` (optimizer K's series), or a value the script prints (``reward``)."""
+    if metric == "loss":
+        return observation
+    for series in observation.series:
+        if series.name == metric:
+            return replace(observation, steps=series.steps, counted=len(observation.steps),
+                           notes=(*observation.notes, f"judged: {series.label} (--metric {metric})"))
+    if metric.startswith("loss@"):
+        return replace(observation, steps=(), notes=(*observation.notes,
+                                                    f"--metric {metric}: no such optimizer series"))
+    values = losses_from_output(output, metric)
+    note = f"judged: `{metric}` as printed by the command ({plural(len(values), 'value')})"
+    return replace(observation, steps=values, loss_source="stdout", notes=(*observation.notes, note),
+                   counted=len(observation.steps) if observation.steps else None)
+
+
+def _name(names: Sequence[str], key: str) -> str:
+    index = int(key) - 1 if key.isdigit() else -1
+    return names[index] if 0 <= index < len(names) else "?"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 step``, ``2 steps``; ``many`` for irregular plurals (``entry``/``entries``)."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"
 
 
 def _dedupe_ranks(ranks: Iterable[RankSummary]) -> tuple[RankSummary, ...]:
@@ -216,17 +294,24 @@ def output_lines(output: str) -> list[str]:
     return [line for line in re.split(r"\r\n|\r|\n", _ANSI.sub("", output))]
 
 
-def losses_from_output(output: str) -> tuple[Step, ...]:
-    """Training losses printed by the command, one per line that logs one.
+def _metric_pattern(name: str) -> re.Pattern[str]:
+    """``NAME 0.5``, ``NAME: 0.5``, ``NAME=0.5``, ``'NAME': 0.5`` (any printed metric)."""
+    return re.compile(r"(?<![A-Za-z0-9_])" + re.escape(name) + r"['\"]?\s*[:=]?\s*" + _NUMBER,
+                      re.IGNORECASE)
+
+
+def losses_from_output(output: str, metric: str | None = None) -> tuple[Step, ...]:
+    """Training losses printed by the command (or the values of ``metric``), one per line.
 
     Validation/eval/test losses are skipped. Steps are the printed step numbers when
     every loss line has one and they increase, else 1, 2, 3, ...
     """
+    pattern = _LOSS if metric is None else _metric_pattern(metric)
     found: list[tuple[int | None, float]] = []
     for line in output_lines(output):
-        if _NOT_TRAIN.search(line):
+        if metric is None and _NOT_TRAIN.search(line):
             continue
-        match = _LOSS.search(line)
+        match = pattern.search(line)
         if match is None:
             continue
         step = _STEP.search(line)
