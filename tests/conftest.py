@@ -12,6 +12,9 @@ from portscan.scan import scan_source
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = REPO / "fixtures" / "cuda-trainer"
+#: `python train.py ...` in the fixture after `portscan fix --unsafe-fixes`: the README's
+#: claim, run by tests/test_fix.py (longer runs reach `torch.cuda.synchronize()`, GPU only)
+SMOKE_TRAINING = ("--config", "configs/smoke.yaml", "--steps", "2")
 
 
 @pytest.fixture(scope="session", autouse=True)

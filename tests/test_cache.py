@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
 
 from portscan import scan as scan_module
+from portscan.cache import DATABASE
 from portscan.cli import main
 from portscan.ruleset import builtin_rules_dir, load_rules_cached
 from portscan.scan import scan_paths
@@ -33,9 +36,9 @@ def test_same_findings_with_and_without_cache_and_workers(tmp_path: Path, cache_
     plain = outcome(scan_paths([CORPUS], rules, workers=1))
     monkeypatch.setattr(scan_module, "PARALLEL_MIN", 1)  # make even this corpus use the pool
     pooled = outcome(scan_paths([CORPUS], rules, workers=2))
-    cold = outcome(scan_paths([CORPUS], rules, cache=tmp_path, workers=2))
-    assert (cache_dir / "results-v1.sqlite").is_file() and (cache_dir / ".gitignore").read_text().endswith("*\n")
-    warm = outcome(scan_paths([CORPUS], rules, cache=tmp_path, workers=1))
+    cold = outcome(scan_paths([CORPUS], rules, cache=cache_dir, workers=2))
+    assert (cache_dir / DATABASE).is_file()
+    warm = outcome(scan_paths([CORPUS], rules, cache=cache_dir, workers=1))
     monkeypatch.setattr(scan_module, "BULK_MIN", 1)  # the workers run the prefilter too
     bulk = outcome(scan_paths([CORPUS], rules, workers=2))
     assert plain[0] and plain[2] and plain == pooled == cold == warm == bulk
@@ -45,42 +48,96 @@ def test_a_changed_file_misses_the_cache(tmp_path: Path, cache_dir: Path, rules)
     project = tmp_path / "p"
     project.mkdir()
     (project / "a.py").write_text("import pynvml\n")
-    assert [f.rule for f in scan_paths([project], rules, cache=project).findings] == ["PS602"]
+    assert [f.rule for f in scan_paths([project], rules, cache=cache_dir).findings] == ["PS602"]
     (project / "a.py").write_text("import GPUtil\n")
-    assert [f.rule for f in scan_paths([project], rules, cache=project).findings] == ["PS603"]
+    assert [f.rule for f in scan_paths([project], rules, cache=cache_dir).findings] == ["PS603"]
     narrower = rules.select(["PS602"])  # another rule pack: another key
     (project / "a.py").write_text("import pynvml\n")
-    assert [f.rule for f in scan_paths([project], narrower, cache=project).findings] == ["PS602"]
+    assert [f.rule for f in scan_paths([project], narrower, cache=cache_dir).findings] == ["PS602"]
 
 
 def test_a_corrupt_cache_is_ignored(tmp_path: Path, cache_dir: Path, rules) -> None:
     expected = outcome(scan_paths([FIXTURE], rules))
-    scan_paths([FIXTURE], rules, cache=tmp_path)
-    (cache_dir / "results-v1.sqlite").write_bytes(b"this is not a database" * 100)
-    assert outcome(scan_paths([FIXTURE], rules, cache=tmp_path)) == expected
+    scan_paths([FIXTURE], rules, cache=cache_dir)
+    (cache_dir / DATABASE).write_bytes(b"this is not a database" * 100)
+    assert outcome(scan_paths([FIXTURE], rules, cache=cache_dir)) == expected
     shutil.rmtree(cache_dir)
     cache_dir.write_text("a file where the cache folder should be")
-    assert outcome(scan_paths([FIXTURE], rules, cache=tmp_path)) == expected
+    assert outcome(scan_paths([FIXTURE], rules, cache=cache_dir)) == expected
+
+
+def test_malformed_entries_are_misses(tmp_path: Path, cache_dir: Path, rules) -> None:
+    """Rows of the wrong shape (another type, missing fields, bad enum values, not JSON)
+    are ignored: the scan recomputes them and reports the same findings."""
+    expected = outcome(scan_paths([FIXTURE], rules))
+    scan_paths([FIXTURE], rules, cache=cache_dir)
+    db = sqlite3.connect(cache_dir / DATABASE)
+    keys = [k for (k,) in db.execute("SELECT key FROM results")]
+    rows = [(k, json.loads(v)) for k, v in db.execute("SELECT key, value FROM results")]
+    keys = [k for k, _ in rows]
+    finding = next(v[0] for _, v in rows if isinstance(v, list) and v)
+    junk = ['{"findings": []}', '[{"rule": "PS1"}]', "not json", '{"path": "a", "kind": 3, "message": ""}',
+            json.dumps([{**finding, "severity": "fatal"}]), json.dumps([{**finding, "extra": 1}]),
+            "[" * 100_000]
+    with db:
+        db.executemany("UPDATE results SET value = ? WHERE key = ?",
+                       [(junk[i % len(junk)], key) for i, key in enumerate(keys)])
+    db.close()
+    assert outcome(scan_paths([FIXTURE], rules, cache=cache_dir)) == expected
 
 
 def test_the_rule_pack_is_reloaded_when_a_rule_file_changes(tmp_path: Path, cache_dir: Path) -> None:
     rules_dir = tmp_path / "rules"
     shutil.copytree(builtin_rules_dir(), rules_dir)
-    first = load_rules_cached([rules_dir], tmp_path)
-    assert list(cache_dir.glob("rules-*.pickle"))
-    again = load_rules_cached([rules_dir], tmp_path)
+    first = load_rules_cached([rules_dir], cache_dir)
+    [stored] = cache_dir.glob("rules-*.json")
+    again = load_rules_cached([rules_dir], cache_dir)
     assert [r.code for r in again.rules] == [r.code for r in first.rules] and again.digest == first.digest
     rule = rules_dir / "tooling" / "pynvml-import.toml"
     rule.write_text(rule.read_text().replace('severity = "error"', 'severity = "warning"', 1))
-    changed = load_rules_cached([rules_dir], tmp_path)
+    changed = load_rules_cached([rules_dir], cache_dir)
     assert changed.by_code["PS602"].severity.value == "warning" and changed.digest != first.digest
 
 
-def test_no_cache_writes_nothing(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_the_rule_pack_copy_round_trips_and_a_bad_copy_is_a_miss(tmp_path: Path, cache_dir: Path) -> None:
+    """The JSON copy rebuilds rules equal to the loaded ones (patterns, fixes, targets,
+    examples); a copy of the wrong shape is ignored and rewritten."""
+    fresh = load_rules_cached([builtin_rules_dir()], cache_dir)
+    [stored] = cache_dir.glob("rules-*.json")
+    copy = load_rules_cached([builtin_rules_dir()], cache_dir)
+    assert copy.rules == fresh.rules and copy.digest == fresh.digest
+    data = json.loads(stored.read_text())
+    data[0]["severity"] = "fatal"
+    stored.write_text(json.dumps(data))
+    assert load_rules_cached([builtin_rules_dir()], cache_dir).rules == fresh.rules
+    assert json.loads(stored.read_text())[0]["severity"] == fresh.rules[0].severity.value
+
+
+def test_the_cache_lives_in_the_user_cache_directory(tmp_path: Path, monkeypatch, capsys) -> None:
+    """Not in the scanned tree; ``--no-cache`` writes nothing anywhere."""
     monkeypatch.delenv("PORTSCAN_CACHE_DIR")
-    (tmp_path / "a.py").write_text("import pynvml\n")
-    main(["scan", "--no-cache", str(tmp_path)])
-    assert not (tmp_path / ".portscan_cache").exists()
-    main(["scan", str(tmp_path)])
-    assert (tmp_path / ".portscan_cache" / "results-v1.sqlite").is_file()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "a.py").write_text("import pynvml\n")
+    main(["scan", "--no-cache", str(project)])
+    assert not (tmp_path / "xdg").exists()
+    main(["scan", str(project)])
+    assert (tmp_path / "xdg" / "portscan" / DATABASE).is_file()
+    assert [p.name for p in project.iterdir()] == ["a.py"]
     capsys.readouterr()
+
+
+def test_a_changed_hipify_table_misses_the_cache(tmp_path: Path, cache_dir: Path, rules, monkeypatch) -> None:
+    """PS924 depends on the shipped hipify table; results cached with another table are not reused."""
+    from portscan.match import hipify
+
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "k.cu").write_text("void f(float **p) { cudaMalloc(p, 4); }\n")
+    assert "cudaMalloc" in hipify.load_hipify_names()
+    assert [f.rule for f in scan_paths([project], rules, cache=cache_dir).findings] == []
+    table = tmp_path / "hipify-names.txt"
+    table.write_text("\n".join(line for line in hipify.TABLE.read_text().splitlines() if line != "cudaMalloc"))
+    monkeypatch.setattr(hipify, "TABLE", table)
+    assert [f.rule for f in scan_paths([project], rules, cache=cache_dir).findings] == ["PS924"]

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from portscan.cli import main
-from portscan.docs import render_all
+from portscan.docs import message_text, render_all, render_rule_page
 from portscan.ruleset import load_rules
 
 from conftest import FIXTURE, REPO
@@ -33,12 +34,20 @@ def test_rules_json_lists_every_rule(capsys) -> None:
         assert entry["references"]
 
 
-def test_rules_table_lists_every_rule(capsys) -> None:
-    code, out, _ = run_cli(capsys, "rules")
-    assert code == 0
-    assert f"{len(RULES)} rules" in out
-    for rule in RULES.rules:
-        assert rule.code in out
+def test_rules_piped_is_one_tab_separated_line_per_rule(capsys) -> None:
+    code, out, _ = run_cli(capsys, "rules")  # capsys is not a terminal
+    header, *lines = [line.split("\t") for line in out.splitlines()]
+    assert code == 0 and header == ["code", "name", "severity", "category", "confidence", "fixable"]
+    assert [(row[0], row[1], row[2]) for row in lines] == [(r.code, r.name, r.severity.value) for r in RULES.rules]
+    assert {len(row) for row in lines} == {6}
+
+
+def test_rules_table_keeps_whole_names_when_piped(capsys) -> None:
+    code, out, _ = run_cli(capsys, "rules", "--format", "table")
+    assert code == 0 and f"{len(RULES)} rules" in out
+    longest = max(RULES.rules, key=lambda r: len(r.name))
+    assert len(longest.name) > 30 and any(f" {longest.name} " in line for line in out.splitlines())
+    assert "…" not in out
 
 
 @pytest.mark.parametrize("rule", RULES.rules, ids=[r.code for r in RULES.rules])
@@ -49,6 +58,24 @@ def test_explain_every_rule(capsys, rule) -> None:
                     "References"):
         assert heading in out
     assert rule.references[0][:40] in out.replace("\n", "")
+    message = out.split("What it flags")[0]  # the examples below may hold shell `${VARS}`
+    assert "${" not in message and not any(f"${v}" in message for v in rule.pattern.variables)
+    if rule.supersedes:
+        assert out.index("Supersedes") < out.index("References")
+
+
+@pytest.mark.parametrize("rule", RULES.rules, ids=[r.code for r in RULES.rules])
+def test_rule_page_resolves_placeholders_and_ends_with_its_references(rule) -> None:
+    page = render_rule_page(rule, banner=False)
+    prose = re.sub(r"(?ms)^```.*?^```$", "", page)  # examples may hold shell `$VARS`
+    assert "${" not in prose and not any(f"${v}" in prose for v in rule.pattern.variables)
+    references = page.split("\n## References\n", 1)[1].strip().splitlines()
+    assert references == [f"- <{url}>" for url in rule.references]
+
+
+def test_message_placeholders_are_code_spans_outside_backticks() -> None:
+    assert message_text(RULES.by_code["PS801"]) == ("`<requirement>` pins a CUDA build of `<package>`; "
+                                                    "AMD GPUs need a ROCm build")
 
 
 def test_explain_by_name_and_unknown_code(capsys) -> None:

@@ -1,7 +1,11 @@
 """The published pre-commit hooks, run by the real pre-commit (`try-repo`) against a
 temporary git repository: they fail on CUDA-only code, honour the configured excludes
 for files passed by name, work on any subset of files, and pass once the findings are
-suppressed or baselined; the fixing hook fails when it changes files."""
+suppressed or baselined; the fixing hook fails when it changes files.
+
+`try-repo` needs a git repository to clone the hooks from; the sources under test may
+be a tarball, an sdist or a `git archive` copy, so the hooks come from a throwaway
+repository built from the files a `pip install` of portscan needs."""
 
 from __future__ import annotations
 
@@ -45,29 +49,50 @@ def make_repo(root: Path, files: dict[str, str]) -> Path:
     return root
 
 
-def try_repo(repo: Path, home: Path, hook: str, *files: str) -> subprocess.CompletedProcess[str]:
+#: What pre-commit's `pip install .` of the hook repository reads.
+HOOK_SOURCES = (".pre-commit-hooks.yaml", "pyproject.toml", "README.md", "src", "rules")
+
+
+@pytest.fixture(scope="module")
+def hooks(tmp_path_factory) -> Path:
+    """A git repository holding only this checkout's hook sources, committed, so
+    `try-repo` works whether or not the sources are themselves a git checkout."""
+    root = tmp_path_factory.mktemp("hook-repo")
+    for name in HOOK_SOURCES:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, root / name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(source, root / name)
+    git(root, "init", "-q", ".")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "hooks")
+    return root
+
+
+def try_repo(hooks: Path, repo: Path, home: Path, hook: str, *files: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PRE_COMMIT_HOME": str(home), "NO_COLOR": "1"}
     env.pop("PRE_COMMIT", None)
     selection = ["--files", *files] if files else ["--all-files"]
-    return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), hook, *selection],
+    return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(hooks), hook, *selection],
                           cwd=repo, env=env, capture_output=True, text=True, timeout=600, check=False)
 
 
-def test_report_hook_fails_then_passes_when_suppressed_or_baselined(tmp_path: Path, home: Path) -> None:
+def test_report_hook_fails_then_passes_when_suppressed_or_baselined(tmp_path: Path, home: Path, hooks: Path) -> None:
     repo = make_repo(tmp_path / "proj", {"pyproject.toml": CONFIG, "probe.py": PROBE, "ok.py": "import os\n",
                                          "vendor/nv.py": "import pynvml\n"})
-    run = try_repo(repo, home, "portscan")
+    run = try_repo(hooks, repo, home, "portscan")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "probe.py:1:8: PS602" in run.stdout and "probe.py:4" in run.stdout
     assert "vendor/nv.py" not in run.stdout  # excluded although pre-commit names it
 
-    subset = try_repo(repo, home, "portscan", "ok.py", "vendor/nv.py")  # a partition without findings
+    subset = try_repo(hooks, repo, home, "portscan", "ok.py", "vendor/nv.py")  # a partition without findings
     assert subset.returncode == 0, subset.stdout
 
     (repo / "probe.py").write_text("import pynvml  # noqa: PS602\nimport torch\n\n"
                                    "MAJOR = int(torch.version.cuda.split('.')[0])  # portscan: ignore[PS401]\n")
     git(repo, "add", "-A")
-    suppressed = try_repo(repo, home, "portscan")
+    suppressed = try_repo(hooks, repo, home, "portscan")
     assert suppressed.returncode == 0, suppressed.stdout
 
     (repo / "probe.py").write_text(PROBE)
@@ -75,20 +100,20 @@ def test_report_hook_fails_then_passes_when_suppressed_or_baselined(tmp_path: Pa
                    cwd=repo, check=True, capture_output=True)
     (repo / "pyproject.toml").write_text(CONFIG + 'baseline = ".portscan-baseline.json"\n')
     git(repo, "add", "-A")
-    baselined = try_repo(repo, home, "portscan")
+    baselined = try_repo(hooks, repo, home, "portscan")
     assert baselined.returncode == 0, baselined.stdout
     (repo / "probe.py").write_text("\n\n" + PROBE + "import GPUtil\n")  # moved lines pass; a new finding fails
     git(repo, "add", "-A")
-    again = try_repo(repo, home, "portscan")
+    again = try_repo(hooks, repo, home, "portscan")
     assert again.returncode == 1 and "PS603" in again.stdout and "PS602" not in again.stdout
 
 
-def test_fixing_hook_fails_when_it_changes_files(tmp_path: Path, home: Path) -> None:
+def test_fixing_hook_fails_when_it_changes_files(tmp_path: Path, home: Path, hooks: Path) -> None:
     source = "import torch\n\nscaler = torch.cuda.amp.GradScaler()\n"
     repo = make_repo(tmp_path / "proj", {"train.py": source, "vendor/old.py": source, "pyproject.toml": CONFIG})
-    run = try_repo(repo, home, "portscan-fix")
+    run = try_repo(hooks, repo, home, "portscan-fix")
     assert run.returncode == 1 and "files were modified by this hook" in run.stdout, run.stdout
     assert (repo / "train.py").read_text() == 'import torch\n\nscaler = torch.amp.GradScaler("cuda")\n'
     assert (repo / "vendor" / "old.py").read_text() == source  # excluded
     git(repo, "add", "-A")
-    assert try_repo(repo, home, "portscan-fix").returncode == 0  # nothing left to change or report
+    assert try_repo(hooks, repo, home, "portscan-fix").returncode == 0  # nothing left to change or report

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from portscan.match.commands import commands, lex, pip_arguments
-from portscan.match.kernels import HIPIFY_UNAVAILABLE, strip_code
+from portscan.match.kernels import strip_code
 from portscan.ruleset import RuleSet, parse_rule
 from portscan.scan import scan_paths, scan_source
 
@@ -353,11 +353,12 @@ def test_kernel_rules() -> None:
         ("XX906", 8, "cudaNewThing")]
 
 
-def test_cuda_api_check_is_skipped_with_a_note_without_torch(tmp_path: Path, monkeypatch) -> None:
-    (tmp_path / "k.cu").write_text("void f() { cudaNewThing(); }\n")
-    monkeypatch.setattr("portscan.scan.load_hipify_names", lambda: None)
-    result = scan_paths([tmp_path], RuleSet([UNMAPPED]))
-    assert result.findings == () and result.notes == (HIPIFY_UNAVAILABLE,)
+def test_cuda_api_check_uses_the_shipped_table_without_torch(tmp_path: Path, monkeypatch) -> None:
+    """The check never looks for torch: hiding it changes nothing and adds no note."""
+    (tmp_path / "k.cu").write_text("void f() { cudaMalloc(0, 0); cudaNewThing(); }\n")
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
+    result = scan_paths([tmp_path], RuleSet([UNMAPPED]), cache=None)
+    assert [f.message for f in result.findings] == ["cudaNewThing"] and result.notes == ()
 
 
 def test_extensions_link_their_sources(tmp_path: Path) -> None:

@@ -1,38 +1,64 @@
-"""A content cache for per-file scan results, in ``.portscan_cache/``.
+"""A content cache for per-file scan results, kept outside every scanned tree.
 
 An entry is keyed by a hash of the file's text, its path and kind, the project's own
 module names, the rule pack (every rule file's bytes), the target and the portscan
-version, so any change to any of them misses. It stores the file's raw findings (before
-suppressions and per-file-ignores, which are cheap and read the text anyway), or the
-reason it could not be scanned.
+version, so any change to any of them misses; entries are content-addressed, so one
+store serves every project. It holds the file's raw findings (before suppressions and
+per-file-ignores, which are cheap and read the text anyway), or the reason it could not
+be scanned.
+
+Trust: a scanned repository is untrusted, and so is anything it ships. The store lives
+in the user's cache directory (``$XDG_CACHE_HOME/portscan``, ``~/.cache/portscan``, or
+the platform's equivalent; :data:`ENVIRONMENT` overrides it), never in the tree, and the
+command line refuses a cache folder that lies inside a scanned path
+(:func:`inside`). Entries are JSON, rebuilt through :mod:`portscan.data` against the
+types portscan writes: nothing read back is unpickled or evaluated, and an entry that
+does not fit is a miss, never an error.
 
 The store is one SQLite database: safe under concurrent runs (a locked database is
-skipped, not waited on for long), and a corrupt or unreadable cache is ignored and
-rebuilt, never an error. The folder holds a ``.gitignore`` with ``*``.
+skipped, not waited on for long); a corrupt or unreadable one is ignored and rebuilt.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import os
-import pickle
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from portscan import __version__
+from portscan.data import DataError, dump, load
 from portscan.model import FileError, Finding
 
-FOLDER = ".portscan_cache"
-ENVIRONMENT = "PORTSCAN_CACHE_DIR"  #: puts the cache folder elsewhere (CI caches, tests)
-
-
-def cache_folder(base: Path) -> Path:
-    """The cache folder for a project whose root is ``base``."""
-    override = os.environ.get(ENVIRONMENT)
-    return Path(override) if override else base / FOLDER
+ENVIRONMENT = "PORTSCAN_CACHE_DIR"  #: the cache folder to use instead of the user cache directory
+DATABASE = "results-v2.sqlite"
 Raw = tuple[Finding, ...] | FileError  #: what scanning one file's text produced
+
+
+def cache_root() -> Path:
+    """The folder for portscan's caches: ``$PORTSCAN_CACHE_DIR``, else the user cache directory."""
+    override = os.environ.get(ENVIRONMENT)
+    if override:
+        return Path(override)
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("portscan", appauthor=False))
+
+
+def inside(folder: Path, paths: Sequence[Path]) -> Path | None:
+    """The scanned path that contains ``folder`` (symlinks resolved), if any: a cache
+    there could have arrived with the tree, so it is not used."""
+    resolved = folder.resolve()
+    for path in paths:
+        top = path.resolve()
+        top = top if top.is_dir() else top.parent
+        if resolved == top or top in resolved.parents:
+            return path
+    return None
 
 
 def entry_key(salt: str, kind: str, path: str, first_party: Iterable[str], text: str) -> str:
@@ -45,48 +71,44 @@ def entry_key(salt: str, kind: str, path: str, first_party: Iterable[str], text:
 
 
 class Cache:
-    """Raw results by key; every failure degrades to "not cached"."""
+    """Values by key, each stored as JSON with the type it was written as; every
+    failure degrades to "not cached"."""
 
-    def __init__(self, directory: Path, salt: str) -> None:
+    def __init__(self, folder: Path, salt: str) -> None:
         self.salt = f"{__version__}|{salt}"
-        self._pending: dict[str, bytes] = {}
+        self._pending: dict[str, str] = {}
         self._db: sqlite3.Connection | None = None
         try:
-            folder = cache_folder(directory)
             folder.mkdir(parents=True, exist_ok=True)
-            ignore = folder / ".gitignore"
-            if not ignore.exists():
-                ignore.write_text("# created by portscan\n*\n", encoding="utf-8")
-            self._db = sqlite3.connect(folder / "results-v1.sqlite", timeout=2.0, isolation_level=None)
-            self._db.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value BLOB)")
+            self._db = sqlite3.connect(folder / DATABASE, timeout=2.0, isolation_level=None)
+            self._db.execute("CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, value TEXT)")
         except (OSError, sqlite3.Error):
             self._db = None
 
     def key(self, kind: str, path: str, first_party: Iterable[str], text: str) -> str:
         return entry_key(self.salt, kind, path, first_party, text)
 
-    def get_value(self, key: str) -> object | None:
+    def get_as(self, tp: Any, key: str) -> Any | None:
+        """The value stored under ``key`` rebuilt as a ``tp``; None if absent or malformed."""
         if self._db is None:
             return None
         try:
             row = self._db.execute("SELECT value FROM results WHERE key = ?", (key,)).fetchone()
-            if row is None:
+            if row is None or not isinstance(row[0], str):
                 return None
-            return pickle.loads(row[0])  # noqa: S301 - our own cache file, keyed by content hash
-        except Exception:  # noqa: BLE001 - a corrupt entry is a miss
+            return load(tp, json.loads(row[0]))
+        except (sqlite3.Error, ValueError, DataError, RecursionError):
             return None
 
     def get(self, key: str) -> Raw | None:
-        value = self.get_value(key)
-        if isinstance(value, FileError):
-            return value
-        if isinstance(value, tuple) and all(isinstance(f, Finding) for f in value):
-            return value
-        return None
+        return self.get_as(Raw, key)  # type: ignore[no-any-return]
 
-    def put(self, key: str, raw: object) -> None:
+    def put_as(self, tp: Any, key: str, value: object) -> None:
         if self._db is not None:
-            self._pending[key] = pickle.dumps(raw, protocol=pickle.HIGHEST_PROTOCOL)
+            self._pending[key] = json.dumps(dump(tp, value), separators=(",", ":"))
+
+    def put(self, key: str, raw: Raw) -> None:
+        self.put_as(Raw, key, raw)
 
     def close(self) -> None:
         """Write what this run added, in one transaction; give up quietly if locked."""

@@ -15,6 +15,7 @@ import dataclasses
 import json
 import os
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -60,6 +61,13 @@ exit status:
   2  usage error, invalid configuration or rule file, or internal error
 """
 
+TEST_EPILOG = """\
+exit status:
+  0  every example behaves as its rule file says
+  1  an example failed (each failure is listed with what was expected and what happened)
+  2  usage error, invalid configuration or rule file, or a DIR without rule files
+"""
+
 FORMATS = ("full", "concise", "json", "sarif", "github", "markdown")
 MACHINE_FORMATS = ("json", "sarif", "github")
 
@@ -75,6 +83,9 @@ def add_common(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--config", type=Path, metavar="FILE",
                         help="configuration file (default: the nearest pyproject.toml with "
                              "[tool.portscan], or portscan.toml)")
+    parser.add_argument("--isolated", action="store_true",
+                        help="ignore configuration files in the scanned tree (for untrusted trees such "
+                             "as pull requests from forks); --config and other flags still apply")
     parser.add_argument("--select", metavar="CODES", default="",
                         help="only these rules: comma-separated codes or prefixes (PS2,PS316); "
                              "replaces the configured select")
@@ -93,7 +104,7 @@ def add_common(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--exit-zero", action="store_true",
                         help="exit 0 even when findings remain (2 still means an error)")
     parser.add_argument("--no-cache", action="store_true",
-                        help="do not read or write .portscan_cache/ (results are the same either way)")
+                        help="do not read or write the cache (results are the same either way)")
     parser.add_argument("--jobs", type=int, metavar="N",
                         help="worker processes for large trees (default: one per core; 1: none)")
 
@@ -143,7 +154,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exit 1 when a file was changed, even if no finding remains")
     rules = commands.add_parser("rules", help="list every rule",
                                 description="List every rule: code, name, severity, category, fix.")
-    rules.add_argument("--format", choices=("table", "json"), default="table")
+    rules.add_argument("--format", choices=("table", "tsv", "json"),
+                       help="table: aligned columns (default on a terminal); tsv: a header line, then one "
+                            "tab-separated line per rule, never truncated (default when piped); json: "
+                            "every field of every rule")
     rules.add_argument("--rules-dir", type=Path, action="append", default=[], metavar="DIR")
     explain = commands.add_parser("explain", help="show a rule's documentation",
                                   description="Show what a rule flags, ROCm behaviour, rewrite, "
@@ -158,6 +172,14 @@ def build_parser() -> argparse.ArgumentParser:
     from portscan.verify.cli import add_arguments as add_verify_arguments
 
     add_verify_arguments(verify)
+    test = commands.add_parser(
+        "test", help="run the examples of rule files",
+        description="Check every [[bad]]/[[good]] example and [[fix.example]] of the rule files in "
+                    "DIR, the way portscan's own test suite checks the built-in rules.",
+        epilog=TEST_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    test.add_argument("dirs", nargs="*", type=Path, metavar="DIR",
+                      help="rule directories (default: the configured rules-dirs, else the built-in rules)")
+    test.add_argument("-v", "--verbose", action="store_true", help="list the passing examples too")
     docs = commands.add_parser("docs", help="write docs/rules/ from the rule files",
                                description="Generate one Markdown page per rule plus an index.")
     docs.add_argument("--out", type=Path, default=Path("docs/rules"), help="output folder")
@@ -178,12 +200,15 @@ def given_paths(args: argparse.Namespace) -> list[Path]:
 def settings(args: argparse.Namespace) -> tuple[Config, RuleSet, Path | None]:
     """The configuration for this run (file, then flags over it), the selected rules and
     the cache directory (see :func:`cache_dir`), for `scan` and `fix`."""
-    from portscan.config import ConfigError, load_config, nearest_config, parse_target, selection
+    from portscan.config import Config, ConfigError, load_config, nearest_config, parse_target, selection
     path = args.config
     try:
         if path is not None and not path.is_file():
             raise Failure(f"{path}: no such configuration file")
-        config = load_config(path) if path is not None else nearest_config(config_start(given_paths(args)))
+        if path is not None:
+            config = load_config(path)
+        else:
+            config = Config() if args.isolated else nearest_config(config_start(given_paths(args)))
         target = dict(arch=args.target_arch, rocm=args.target_rocm)
         if any(target.values()):
             flags = parse_target({k: v for k, v in target.items() if v},
@@ -194,7 +219,7 @@ def settings(args: argparse.Namespace) -> tuple[Config, RuleSet, Path | None]:
             config = dataclasses.replace(config, fail_on=Severity(args.fail_on))
     except ConfigError as exc:
         raise Failure(f"invalid configuration: {exc}") from None
-    cache = cache_dir(args, config)
+    cache = cache_dir(args)
     rules = load_rules_or_fail([*config.rules_dirs, *args.rules_dir], cache)
     select, ignore = selection(config, codes(args.select), codes(args.ignore), codes(args.extend_select))
     try:
@@ -210,15 +235,20 @@ def config_start(paths: Sequence[Path]) -> Path:
     return Path(os.path.commonpath(directories)) if directories else Path.cwd()
 
 
-def cache_dir(args: argparse.Namespace, config: Config) -> Path | None:
-    """Where ``.portscan_cache/`` lives: next to the configuration file, else in the
-    directory scanned (or the current one); None with ``--no-cache``."""
+def cache_dir(args: argparse.Namespace) -> Path | None:
+    """The cache folder (see :mod:`portscan.cache`); None with ``--no-cache``, or when
+    the folder lies inside a scanned path, where it could have come with the tree."""
+    from portscan.cache import ENVIRONMENT, cache_root, inside
+
     if args.no_cache:
         return None
-    if config.path is not None:
-        return config.base
-    paths = given_paths(args)
-    return paths[0] if len(paths) == 1 and paths[0].is_dir() else Path.cwd()
+    folder = cache_root()
+    holder = inside(folder, given_paths(args))
+    if holder is not None:
+        print(f"portscan: not using the cache folder {folder}: it lies inside the scanned path {holder}, "
+              f"so it may have come with the tree (set {ENVIRONMENT} to a folder outside it)", file=sys.stderr)
+        return None
+    return folder
 
 
 def load_rules_or_fail(extra: Sequence[Path] = (), cache: Path | None = None) -> RuleSet:
@@ -393,17 +423,28 @@ def run_rules(args: argparse.Namespace) -> int:
 
         sys.stdout.write(json.dumps([rule_to_dict(rule) for rule in rules.rules], indent=2) + "\n")
         return EXIT_CLEAN
-    from rich.console import Console
+    rows = [rule_row(rule) for rule in rules.rules]
+    if (args.format or ("table" if sys.stdout.isatty() else "tsv")) == "tsv":
+        sys.stdout.writelines("\t".join(row) + "\n" for row in [list(RULE_COLUMNS), *rows])
+        return EXIT_CLEAN
     from rich.table import Table
 
     table = Table(title=f"{len(rules)} rules", title_justify="left", show_edge=False)
-    for column in ("code", "name", "severity", "category", "confidence", "fixable"):
-        table.add_column(column)
-    for rule in rules.rules:
-        table.add_row(rule.code, rule.name, rule.severity.value, rule.category,
-                      rule.confidence.value, rule.fix.tier.value if rule.fix else "-")
-    Console(highlight=False).print(table)
+    for column in RULE_COLUMNS:
+        table.add_column(column, no_wrap=True)
+    for row in rows:
+        table.add_row(*row)
+    console_for(sys.stdout).print(table)
     return EXIT_CLEAN
+
+
+RULE_COLUMNS = ("code", "name", "severity", "category", "confidence", "fixable")
+
+
+def rule_row(rule: Rule) -> list[str]:
+    """One rule's `portscan rules` cells, in :data:`RULE_COLUMNS` order."""
+    return [rule.code, rule.name, rule.severity.value, rule.category, rule.confidence.value,
+            rule.fix.tier.value if rule.fix else "-"]
 
 
 def find_rule(rules: RuleSet, key: str) -> Rule | None:
@@ -423,6 +464,38 @@ def run_explain(args: argparse.Namespace) -> int:
     page = render_rule_page(rule, banner=False)
     Console(highlight=False).print(Markdown(page))
     return EXIT_CLEAN
+
+
+def run_test(args: argparse.Namespace) -> int:
+    from portscan.config import ConfigError, nearest_config
+    from portscan.ruleset import RuleSet, builtin_rules_dir
+    from portscan.testing import run_rule_tests
+
+    builtin = builtin_rules_dir().resolve()
+    try:
+        dirs = [d.resolve() for d in args.dirs or nearest_config(Path.cwd()).rules_dirs or [builtin]]
+    except ConfigError as exc:
+        raise Failure(f"invalid configuration: {exc}") from None
+    rules = load_rules_or_fail([d for d in dirs if not d.is_relative_to(builtin)])
+    chosen = [r for r in rules.rules if any(Path(r.origin).resolve().is_relative_to(d) for d in dirs)]
+    empty = [d for d in dirs if not any(Path(r.origin).resolve().is_relative_to(d) for r in chosen)]
+    if empty:
+        raise Failure("\n".join(f"{d}: no rule files" for d in empty))
+    results = run_rule_tests(RuleSet(chosen))
+    for result in results:
+        if args.verbose or not result.passed:
+            print(f"{'ok  ' if result.passed else 'FAIL'} {result.id} ({shown(Path(result.origin))})")
+        for problem in result.problems:
+            print(textwrap.indent(problem.rstrip("\n"), "    "))
+    failed = sum(not r.passed for r in results)
+    print(f"{len(results) - failed} passed, {failed} failed: {len(results)} examples of {len(chosen)} rules")
+    return EXIT_FINDINGS if failed else EXIT_CLEAN
+
+
+def shown(path: Path) -> Path:
+    """``path`` relative to the current directory when it is below it."""
+    absolute = path.resolve()
+    return absolute.relative_to(Path.cwd()) if absolute.is_relative_to(Path.cwd()) else absolute
 
 
 def run_docs(args: argparse.Namespace) -> int:
@@ -452,8 +525,8 @@ def run_verify(args: argparse.Namespace) -> int:
     return run(args, configured_rules())
 
 
-COMMANDS = {"scan": run_scan, "fix": run_fix, "rules": run_rules, "explain": run_explain, "docs": run_docs,
-            "verify": run_verify}
+COMMANDS = {"scan": run_scan, "fix": run_fix, "rules": run_rules, "explain": run_explain, "test": run_test,
+            "docs": run_docs, "verify": run_verify}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

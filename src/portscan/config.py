@@ -168,15 +168,25 @@ def parse_config(table: Mapping[str, Any], path: Path, where: str = "") -> Confi
         raise fail("baseline", "expected a file path")
     if not isinstance(table.get("verify", {}), Mapping):  # read by `portscan verify` itself
         raise fail("verify", "expected a table")
+
+    def within(key: str, value: str) -> Path:
+        """A path the file names, which must stay in the file's own project: a scanned
+        tree's configuration may not reach rule files or baselines elsewhere."""
+        resolved = (path.parent / value).resolve()
+        home = path.parent.resolve()
+        if resolved != home and home not in resolved.parents:
+            raise fail(key, f"{value!r} lies outside the project ({home}); give such a path on "
+                            "the command line instead (--rules-dir, --baseline)")
+        return path.parent / value
     return Config(
         path=path, select=codes("select"), ignore=codes("ignore"),
         extend_select=codes("extend-select"), extend_ignore=codes("extend-ignore"),
         per_file_ignores=tuple(per_file_ignores),
         exclude=patterns("exclude") if "exclude" in table else None,
         extend_exclude=patterns("extend-exclude"), fail_on=Severity(fail_on),
-        rules_dirs=tuple(path.parent / d for d in dirs),
+        rules_dirs=tuple(within("rules-dirs", d) for d in dirs),
         target=parse_target(table.get("target", {}), lambda key, problem: fail(f"target.{key}", problem)),
-        baseline=path.parent / baseline if baseline else None,
+        baseline=within("baseline", baseline) if baseline else None,
     )
 
 

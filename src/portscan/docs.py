@@ -7,6 +7,7 @@ fails when the committed pages differ from what the rule files generate.
 
 from __future__ import annotations
 
+import string
 from collections.abc import Iterable
 from itertools import groupby
 from pathlib import Path, PurePosixPath
@@ -226,6 +227,17 @@ def target_section(rule: Rule) -> list[str]:
     return [*lines, ""]
 
 
+def message_text(rule: Rule) -> str:
+    """The message as a reader of the page sees it: each ``${variable}`` shown as
+    ``<variable>`` (what a finding fills in), in a code span where it is not in one
+    already (Markdown would read a bare ``<package>`` as an HTML tag)."""
+    parts = rule.message.split("`")
+    for i, part in enumerate(parts):
+        form = "<{}>" if i % 2 else "`<{}>`"
+        parts[i] = string.Template(part).substitute({v: form.format(v) for v in rule.pattern.variables})
+    return "`".join(parts)
+
+
 def render_rule_page(rule: Rule, banner: bool = True) -> str:
     """A rule's Markdown page; ``banner``: start with the generated-file notice, as the
     files under docs/rules do."""
@@ -238,7 +250,7 @@ def render_rule_page(rule: Rule, banner: bool = True) -> str:
         f"**Severity:** {rule.severity.value} · **Category:** {rule.category} · "
         f"**Confidence:** {rule.confidence.value} · **Fix:** {fix_label(rule)}",
         "",
-        f"Message: {rule.message}",
+        f"Message: {message_text(rule)}",
         "",
         "## What it flags",
         "",
@@ -275,13 +287,13 @@ def render_rule_page(rule: Rule, banner: bool = True) -> str:
         "",
         GUARDS_TEXT,
         "",
+        *([f"Supersedes {_code_list(rule.supersedes)} where both match the same place.", ""]
+          if rule.supersedes else []),
         "## References",
         "",
         *(f"- <{url}>" for url in rule.references),
         "",
     ]
-    if rule.supersedes:
-        lines[-2:-2] = ["", f"Supersedes {_code_list(rule.supersedes)} where both match the same place."]
     return "\n".join(lines)
 
 

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from portscan.bounded import Regex
+
 # The standard library's own regex parser, to read literal prefixes out of regexes.
 if sys.version_info >= (3, 11):
     from re import _constants as _re_constants  # type: ignore[attr-defined]
@@ -144,14 +146,14 @@ class TableReader:
                 raise PatternError(self.key(name), f"{item!r} is not a dotted name")
         return tuple(value)
 
-    def regex(self, name: str) -> re.Pattern[str] | None:
+    def regex(self, name: str) -> Regex | None:
         value = self.raw(name, False)
         if value is None:
             return None
         if not isinstance(value, str) or not value:
             raise PatternError(self.key(name), "expected a regular expression string")
         try:
-            return re.compile(value)
+            return Regex(value)
         except re.error as exc:
             raise PatternError(self.key(name), f"invalid regular expression: {exc}") from None
 
@@ -237,7 +239,7 @@ def import_anchor(module: str) -> Anchor:
 Token = str | Fragment | Anchor  #: a whole word ("tensorrt", "nvidia-smi"), a fragment or an anchor
 
 
-def regex_fragments(regex: re.Pattern[str], quoted: bool = False) -> tuple[Fragment, ...]:
+def regex_fragments(regex: Regex, quoted: bool = False) -> tuple[Fragment, ...]:
     """Literal text one piece of which every match of ``regex`` begins with, if the regex
     starts (after anchors) with literals or an alternation of literals; else ``()``.
     With ``quoted`` (the regex is matched against string literals), a ``^`` anchor means
@@ -361,7 +363,7 @@ class ArgCondition:
     equals: tuple[Literal, ...] = ()
     contains: tuple[Literal, ...] = ()
     present: bool | None = None
-    regex: re.Pattern[str] | None = None  #: searched in a string-literal argument
+    regex: Regex | None = None  #: searched in a string-literal argument
 
     def needed_tokens(self) -> tuple[Token, ...]:
         """Tokens one of which a matching argument puts in the file (empty: unknown)."""
@@ -507,7 +509,7 @@ class EnvPattern:
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     names: tuple[str, ...]
     values: tuple[Literal, ...] = ()
-    regex: re.Pattern[str] | None = None  #: searched in a string value
+    regex: Regex | None = None  #: searched in a string value
 
     @classmethod
     def read(cls, r: TableReader) -> EnvPattern:
@@ -584,7 +586,7 @@ class RequirementPattern:
     names: tuple[str, ...]
     extras: tuple[str, ...] = ()  #: globs; one extra must match (``tensorflow[and-cuda]``)
     local_versions: tuple[str, ...] = ()  #: globs over a pin's local label (``+cu118``)
-    url: re.Pattern[str] | None = None  #: searched in a direct reference (``@ git+https://...``)
+    url: Regex | None = None  #: searched in a direct reference (``@ git+https://...``)
     #: where the requirement sits: ``install`` (run-time dependencies), ``optional``
     #: (extras, dependency groups), ``build`` (``build-system.requires``, ``setup_requires``)
     sections: tuple[str, ...] = REQUIREMENT_SECTIONS
@@ -713,7 +715,7 @@ class KernelPattern:
     kind: ClassVar[str] = "kernel"
     surfaces: ClassVar[frozenset[str]] = frozenset({"cuda"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched"})
-    regex: re.Pattern[str]
+    regex: Regex
 
     @classmethod
     def read(cls, r: TableReader) -> KernelPattern:
@@ -729,16 +731,16 @@ class KernelPattern:
 @dataclass(frozen=True, slots=True)
 class CudaApiPattern:
     """CUDA API identifiers in kernel sources that PyTorch's hipify table does not map
-    to HIP (read from the installed torch's ``torch/utils/hipify``)."""
+    to HIP (the shipped copy of that table, ``portscan.match.hipify``)."""
 
     kind: ClassVar[str] = "cuda-api"
     surfaces: ClassVar[frozenset[str]] = frozenset({"cuda"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched"})
-    identifiers: re.Pattern[str] = re.compile(CUDA_API_IDENTIFIERS)
+    identifiers: Regex = Regex(CUDA_API_IDENTIFIERS)
 
     @classmethod
     def read(cls, r: TableReader) -> CudaApiPattern:
-        return cls(identifiers=r.regex("identifiers") or re.compile(CUDA_API_IDENTIFIERS))
+        return cls(identifiers=r.regex("identifiers") or Regex(CUDA_API_IDENTIFIERS))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()

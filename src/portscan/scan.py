@@ -28,8 +28,9 @@ from portscan.discover import (
 )
 from portscan.match import Match, snippet
 from portscan.match.containers import match_dockerfile
+from portscan.match.hipify import load_hipify_names, table_digest
+from portscan.match.kernels import match_cuda
 from portscan.match.levels import guarded_severity
-from portscan.match.kernels import HIPIFY_UNAVAILABLE, load_hipify_names, match_cuda
 from portscan.match.manifests import (
     match_conda,
     match_pyproject,
@@ -39,6 +40,7 @@ from portscan.match.manifests import (
 )
 from portscan.match.shell import match_shell
 from portscan.match.yamlfiles import match_compose
+from portscan.bounded import PatternTimeout
 from portscan.cache import Cache, Raw
 from portscan.config import Target
 from portscan.suppress import apply as apply_suppressions
@@ -158,6 +160,8 @@ def raw_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozens
                                                         target))
     except SourceError as exc:
         return FileError(source.rel, exc.kind, exc.message)
+    except PatternTimeout as exc:
+        return FileError(source.rel, "timeout", f"{exc}; file skipped")
     except RecursionError:
         return FileError(source.rel, "parse", "code nested too deeply to analyse")
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the scan
@@ -276,8 +280,6 @@ class _Run:
             self._hipify_loaded = True
             if any(r.pattern.kind == "cuda-api" for r in self.rules.rules):
                 self._hipify = load_hipify_names()
-                if self._hipify is None:
-                    self.notes.append(HIPIFY_UNAVAILABLE)
         return self._hipify
 
     def first_party(self, source: SourcePath) -> frozenset[str]:
@@ -350,8 +352,8 @@ class _Run:
         return key, self.cache.get(key)
 
     def _store(self, key: str | None, raw: Raw) -> None:
-        """Cache a raw result; internal errors are not kept (a fixed portscan retries them)."""
-        if self.cache and key and not (isinstance(raw, FileError) and raw.kind == "internal"):
+        """Cache a raw result; internal errors and timeouts are not kept (they may not recur)."""
+        if self.cache and key and not (isinstance(raw, FileError) and raw.kind in ("internal", "timeout")):
             self.cache.put(key, raw)
 
     def scan(self, source: SourcePath) -> FileResult:
@@ -392,14 +394,14 @@ class _Run:
         if "cpp_extension" not in text:
             return ()
         key = self.cache.key("extensions", source.rel, (), text) if self.cache else None
-        cached = self.cache.get_value(key) if self.cache and key else None
-        if isinstance(cached, tuple):
-            return cached
+        cached = self.cache.get_as(Extensions, key) if self.cache and key else None
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
         found = self._extensions.pop(source.path.absolute(), None)
         if found is None:
             found = declared_extensions(text)
         if self.cache and key:
-            self.cache.put(key, found)
+            self.cache.put_as(Extensions, key, found)
         return found
 
     def source(self, path: Path, kind: str) -> SourcePath:
@@ -417,12 +419,12 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
     (``portscan fix --diff`` scans the tree as it would be after fixing). ``config``
     brings excludes, per-file-ignores and the target; ``force_exclude`` applies the
     excludes to files named explicitly; ``progress(done, total)`` is called per file.
-    ``cache`` is the directory that holds ``.portscan_cache/`` (None: no cache);
+    ``cache`` is the cache folder (see :mod:`portscan.cache`; None: no cache);
     ``workers`` the size of the process pool (None: one per core when there is enough
     to parse; 1: none). Results do not depend on either."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
     discovery = discover(paths, excludes, force_exclude)
-    salt = f"{rules.digest}|{config.target if config else None}"
+    salt = f"{rules.digest}|{config.target if config else None}|{table_digest()}"
     store = Cache(cache, salt) if cache is not None else None
     run = _Run(rules, discovery.root, overrides or {}, config, report_unused, store)
     try:

@@ -1,5 +1,6 @@
 """The example harness: every rule's embedded ``bad``/``good`` examples and every
-``[[fix.example]]`` are tests.
+``[[fix.example]]`` are tests, for the built-in pack (the test suite) and for any
+rule directory (``portscan test DIR``).
 
 In a ``bad`` example, a line whose only content is ``# expect`` (``// expect`` in
 C++/CUDA sources) marks the next non-blank line as one where the rule must report
@@ -14,13 +15,14 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from portscan.discover import file_kind
 from portscan.fix.engine import fix_source
 from portscan.fix.spec import FixExample, Tier
-from portscan.match.kernels import load_hipify_names
+from portscan.match.hipify import load_hipify_names
 from portscan.parse import SourceError, split_lines
 from portscan.ruleset import Example, Rule, RuleSet
 from portscan.scan import scan_source
@@ -152,3 +154,39 @@ def check_fix_example(case: FixCase) -> list[str]:
                       fix_source(example.before, "example.py", single, unsafe=False).applied):
         problems.append("an unsafe fix was applied without --unsafe-fixes")
     return problems
+
+
+@dataclass(frozen=True, slots=True)
+class CaseResult:
+    """One checked example: its id, the rule file it came from and what went wrong."""
+
+    id: str
+    origin: str
+    problems: tuple[str, ...]
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+
+def _checked(case_id: str, origin: str, check: Callable[[], list[str]]) -> CaseResult:
+    """Run one check; an in-house rule that crashes the harness fails its case, it does
+    not stop the run."""
+    try:
+        problems = tuple(check())
+    except Exception as exc:  # noqa: BLE001 - reported as the case's failure
+        problems = (f"the check raised {type(exc).__name__}: {exc}",)
+    return CaseResult(case_id, origin, problems)
+
+
+def run_rule_tests(rules: RuleSet) -> list[CaseResult]:
+    """Every ``bad``/``good`` example and ``[[fix.example]]`` of ``rules``, rule by rule,
+    checked as the test suite checks the built-in pack (``portscan test``)."""
+    results = []
+    for rule in rules.rules:
+        single = RuleSet([rule])
+        results += [_checked(case.id, rule.origin, lambda case=case: check_example(case))
+                    for case in example_cases(single)]
+        results += [_checked(case.id, rule.origin, lambda case=case: check_fix_example(case))
+                    for case in fix_cases(single)]
+    return results

@@ -13,17 +13,46 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from portscan.config import Config, ignored_codes
+from portscan.config import Config, Target, ignored_codes
 from portscan.discover import Excludes, FirstParty, discover
 from portscan.fix.engine import FileFix, fix_source
 from portscan.model import FileError, ScanResult
 from portscan.parse import SourceError, decode_python, python_encoding, read_bytes
 from portscan.ruleset import RuleSet
-from portscan.scan import scan_paths
+from portscan.scan import scan_paths, scan_source
+
+
+@dataclass(frozen=True, slots=True)
+class Added:
+    """Findings of one rule that a fixed file has and its original did not. A fix can
+    raise the count without making anything worse: once a ``guard-import`` fix wraps an
+    import, the module imports without the package and each use (``pynvml.nvmlInit()``)
+    is reported where it would fail, where before the import failed first and was the
+    one finding; a guard a fix writes (``torch.version.cuda is not None``) is itself
+    reported as info."""
+
+    path: str
+    rule: str
+    count: int
+    uses: bool  #: uses of an import this run guarded
+
+
+def added_findings(fixed: FileFix, rules: RuleSet, first_party: frozenset[str],
+                   target: Target | None) -> tuple[Added, ...]:
+    """Per rule, the findings ``fixed.fixed`` has beyond ``fixed.source``."""
+    def counts(text: str) -> Counter[str]:
+        return Counter(f.rule for f in scan_source(text, fixed.path, rules, first_party, target=target))
+
+    guarded = {a.rule for a in fixed.applied
+               if (rule := rules.by_code.get(a.rule)) and rule.fix and rule.fix.kind == "guard-import"}
+    delta = counts(fixed.fixed)
+    delta.subtract(counts(fixed.source))
+    return tuple(Added(fixed.path, code, n, code in guarded) for code, n in sorted(delta.items()) if n > 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +62,7 @@ class FixRun:
     files: tuple[FileFix, ...]  #: Python files that had a fixable finding
     errors: tuple[FileError, ...]  #: files that could not be read, fixed or written
     after: ScanResult  #: the tree as it is (or, with ``write=False``, would be) after fixing
+    added: tuple[Added, ...] = ()  #: findings the fixed files have beyond their originals
 
     @property
     def changed(self) -> tuple[FileFix, ...]:
@@ -75,6 +105,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     files: list[FileFix] = []
     errors: list[FileError] = []
     overrides: dict[Path, str] = {}
+    added: list[Added] = []
     for source in discovery.files:
         if source.kind != "python":
             continue
@@ -98,8 +129,10 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
                 result = FileFix(result.path, result.source, result.source, error=str(exc))
             else:
                 overrides[source.path.absolute()] = result.fixed
+                added += added_findings(result, file_rules, first_party(source.path.parent),
+                                        config.target if config else None)
         if result.applied or result.not_fixed or result.error:
             files.append(result)
     after = scan_paths(paths, rules, overrides, config=config, force_exclude=force_exclude, cache=cache,
                        workers=workers)
-    return FixRun(tuple(files), tuple(errors), after)
+    return FixRun(tuple(files), tuple(errors), after, tuple(added))

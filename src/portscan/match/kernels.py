@@ -3,17 +3,14 @@ blanked out, and CUDA API identifiers that PyTorch's hipify table does not map.
 Findings inside ``#if``/``#ifdef`` groups that test the HIP/ROCm platform carry the
 ``vendor-branch`` guard, as in Python.
 
-The hipify table is read from the installed torch (``torch/utils/hipify/
-cuda_to_hip_mappings.py``) by loading that one file, without importing torch. Where
-torch is not installed the check is skipped and the scan says so.
+The hipify table is data generated from PyTorch's own mappings (``portscan.match.hipify``),
+so the check runs the same with or without torch installed.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import re
 from collections.abc import Sequence
-from pathlib import Path
 
 from portscan.match import Match
 from portscan.match.levels import VENDOR_BRANCH
@@ -23,8 +20,6 @@ from portscan.ruleset import Rule
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
 _DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|endif)\b(?P<condition>.*)$")
 _VENDOR_MACRO = re.compile(r"(?i)rocm|hip|amdgcn|__gfx\w*__")
-HIPIFY_UNAVAILABLE = ("the CUDA-API mapping check was skipped: torch is not installed, and "
-                      "portscan reads PyTorch's hipify table from it")
 
 
 def strip_code(text: str) -> str:
@@ -62,26 +57,6 @@ def strip_code(text: str) -> str:
         else:
             i += 1
     return "".join(out)
-
-
-def load_hipify_names() -> frozenset[str] | None:
-    """Every CUDA name PyTorch's hipify maps to HIP, or None without torch."""
-    spec = importlib.util.find_spec("torch")
-    if spec is None or spec.origin is None:
-        return None
-    path = Path(spec.origin).parent / "utils" / "hipify" / "cuda_to_hip_mappings.py"
-    module_spec = importlib.util.spec_from_file_location("_portscan_hipify_mappings", path)
-    if module_spec is None or module_spec.loader is None or not path.is_file():
-        return None
-    module = importlib.util.module_from_spec(module_spec)
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception:  # noqa: BLE001 - a changed table layout just disables the check
-        return None
-    names: set[str] = set()
-    for table in getattr(module, "CUDA_TO_HIP_MAPPINGS", []):
-        names.update(key for key in table if isinstance(key, str))
-    return frozenset(names) or None
 
 
 def vendor_regions(code: str) -> list[tuple[int, int]]:

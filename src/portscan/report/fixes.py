@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from rich.console import Console
 from rich.text import Text
 
-from portscan.fix.apply import FixRun
+from portscan.fix.apply import Added, FixRun
 from portscan.fix.spec import NEEDS_UNSAFE
 
 
@@ -31,6 +31,30 @@ def _counts(codes: Iterable[str]) -> str:
     return ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in sorted(counted.items()))
 
 
+def added_note(added: Sequence[Added]) -> str:
+    """Why the fixed files have more findings than before (see
+    :class:`portscan.fix.apply.Added`): the uses of newly guarded imports, and findings
+    on the code the fixes wrote."""
+    uses = [a for a in added if a.uses]
+    other = [a for a in added if not a.uses]
+    total = sum(a.count for a in added)
+    parts = []
+    if uses:
+        parts.append(f"{sum(a.count for a in uses)} uses of imports now guarded {_counted(uses)}, each reported "
+                     "where it would fail now that the module imports without the package")
+    if other:
+        parts.append(f"{sum(a.count for a in other)} on code the fixes wrote {_counted(other)}; a guard such as "
+                     "`torch.version.cuda is not None` is reported as info")
+    return f"  {total} more finding{'s' * (total != 1)} in the fixed files than before: " + "; ".join(parts)
+
+
+def _counted(added: Sequence[Added]) -> str:
+    per_rule: Counter[str] = Counter()
+    for item in added:
+        per_rule[item.rule] += item.count
+    return "(" + ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in sorted(per_rule.items())) + ")"
+
+
 def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
                        show_fixes: bool) -> None:
     """Fixed / not fixed / remaining, in that order; paths are relative to the root."""
@@ -46,6 +70,8 @@ def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
                     console.print(Text(f"  {file.path}: {_counts(a.rule for a in file.applied)}"))
     else:
         console.print(Text("Nothing to fix", style="bold"))
+    if run.added:
+        console.print(Text(added_note(run.added)))
     declined = [(f.path, n) for f in run.files for n in f.not_fixed if n.reason != NEEDS_UNSAFE]
     if declined:
         console.print(Text("Not fixed (this shape of code is left to you):", style="bold yellow"))
