@@ -79,7 +79,7 @@ def peak_rss_mb() -> float:
 def precommit_files(corpus: Path, count: int = 5) -> list[str]:
     """Five mid-sized files a commit might touch: ones the prefilter sends to the parser."""
     sys.path.insert(0, str(REPO / "src"))
-    from portscan.ruleset import load_rules
+    from portscan.ruleset.loader import load_rules
 
     rules = load_rules()
     chosen = []

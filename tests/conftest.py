@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from portscan.model import Finding
-from portscan.ruleset import RuleSet, load_rules
+from portscan.ruleset.loader import RuleSet, load_rules
 from portscan.scan import scan_source
 
 REPO = Path(__file__).resolve().parents[1]

@@ -12,7 +12,7 @@ import pytest
 from portscan import scan as scan_module
 from portscan.cache import DATABASE
 from portscan.cli import main
-from portscan.ruleset import builtin_rules_dir, load_rules_cached
+from portscan.ruleset.loader import builtin_rules_dir, load_rules_cached
 from portscan.scan import scan_paths
 
 from conftest import FIXTURE

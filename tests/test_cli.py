@@ -110,7 +110,7 @@ def test_exit_2_on_usage_errors(capsys) -> None:
 
 def test_exit_2_on_a_broken_rule_file(tmp_path: Path, capsys, monkeypatch) -> None:
     (tmp_path / "broken.toml").write_text('code = "PS999"\n')
-    monkeypatch.setattr("portscan.ruleset.builtin_rules_dir", lambda: tmp_path)
+    monkeypatch.setattr("portscan.ruleset.loader.builtin_rules_dir", lambda: tmp_path)
     code, out, err = run_cli(capsys, "scan", str(FIXTURE))
     assert code == 2 and out == ""
     assert f"{tmp_path / 'broken.toml'}: name: missing required key" in err

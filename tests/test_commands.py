@@ -10,7 +10,7 @@ import pytest
 
 from portscan.cli import main
 from portscan.docs import message_text, render_all, render_rule_page
-from portscan.ruleset import load_rules
+from portscan.ruleset.loader import load_rules
 
 from conftest import FIXTURE, REPO
 

@@ -145,7 +145,7 @@ def test_auto_fixed_mnist_trains_like_the_hand_port(tmp_path: Path) -> None:
 
 
 def _rules():
-    from portscan.ruleset import load_rules
+    from portscan.ruleset.loader import load_rules
 
     return load_rules()
 

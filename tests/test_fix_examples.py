@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from portscan.fix.spec import FixExample, Tier
-from portscan.ruleset import load_rules
+from portscan.ruleset.fixspec import FixExample, Tier
+from portscan.ruleset.loader import load_rules
 from portscan.testing import FixCase, check_fix_example, fix_cases
 
 RULES = load_rules()

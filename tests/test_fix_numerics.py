@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from portscan.fix.engine import fix_source
-from portscan.ruleset import load_rules
+from portscan.ruleset.loader import load_rules
 
 torch = pytest.importorskip("torch")
 

@@ -18,7 +18,7 @@ from portscan import discover as discover_module
 from portscan.cli import main
 from portscan.fix import apply as apply_module
 from portscan.fix.apply import fix_paths
-from portscan.ruleset import RuleSetError, builtin_rules_dir, load_rules
+from portscan.ruleset.loader import RuleSetError, builtin_rules_dir, load_rules
 from portscan.scan import scan_paths
 
 from conftest import REPO

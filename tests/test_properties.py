@@ -19,7 +19,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from portscan.fix.engine import fix_source  # noqa: E402
 from portscan.parse import SourceError, parse_python  # noqa: E402
-from portscan.ruleset import load_rules  # noqa: E402
+from portscan.ruleset.loader import load_rules  # noqa: E402
 from portscan.scan import scan_source  # noqa: E402
 
 RULES = load_rules()

@@ -13,7 +13,8 @@ import pytest
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
 
 from portscan.match.python import _Collector, _Index
-from portscan.ruleset import RuleSet, parse_rule
+from portscan.ruleset.schema import parse_rule
+from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_source
 from portscan.match.syntax import Walker
 
@@ -555,7 +556,7 @@ def test_env_value_regex() -> None:
 def test_regex_fragments(regex: str, fragments) -> None:
     import re
 
-    from portscan.patterns import regex_fragments
+    from portscan.ruleset.prefilter import regex_fragments
 
     assert [(f.text, f.ignore_case) for f in regex_fragments(re.compile(regex))] == fragments
 

@@ -11,7 +11,7 @@ import shlex
 import pytest
 
 from portscan.cli import build_parser, main
-from portscan.ruleset import load_rules
+from portscan.ruleset.loader import load_rules
 
 from conftest import REPO, SMOKE_TRAINING
 

@@ -16,7 +16,7 @@ from portscan.parse import LineIndex
 from portscan.report.concise import render_concise
 from portscan.report.github import render_github
 from portscan.report.sarif import diff_replacements, neutral_message, render_sarif
-from portscan.ruleset import RuleSet, load_rules
+from portscan.ruleset.loader import RuleSet, load_rules
 from portscan.scan import scan_paths
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from portscan.ruleset import load_rules
+from portscan.ruleset.loader import load_rules
 from portscan.testing import check_example, example_cases, expected_lines
 
 CASES = example_cases(load_rules())

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from portscan.ruleset import RuleFileError, RuleSetError, builtin_rules_dir, load_rule_file, load_rules
+from portscan.ruleset.schema import RuleFileError
+from portscan.ruleset.loader import RuleSetError, builtin_rules_dir, load_rule_file, load_rules
 
 #: The hundreds digit of a built-in code names its category (and its folder).
 CATEGORIES = {"1": "inference", "2": "apex", "3": "backends", "4": "version", "5": "hardware",

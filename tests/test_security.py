@@ -24,7 +24,7 @@ import yaml
 from portscan import __version__, bounded
 from portscan.cache import DATABASE
 from portscan.cli import main
-from portscan.ruleset import builtin_rules_dir
+from portscan.ruleset.loader import builtin_rules_dir
 
 from conftest import FIXTURE, REPO
 

@@ -10,7 +10,8 @@ import pytest
 
 from portscan.match.commands import commands, lex, pip_arguments
 from portscan.match.kernels import strip_code
-from portscan.ruleset import RuleSet, parse_rule
+from portscan.ruleset.schema import parse_rule
+from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_paths, scan_source
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from portscan.cli import main
-from portscan.ruleset import builtin_rules_dir, load_rules
+from portscan.ruleset.loader import builtin_rules_dir, load_rules
 from portscan.testing import example_cases, fix_cases
 
 RULE = '''

@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 
     from portscan.config import Config
     from portscan.model import ScanResult
-    from portscan.ruleset import Rule, RuleSet
+    from portscan.ruleset.schema import Rule
+    from portscan.ruleset.loader import RuleSet
 
 EXIT_CLEAN = 0
 EXIT_FINDINGS = 1
@@ -252,7 +253,7 @@ def cache_dir(args: argparse.Namespace) -> Path | None:
 
 
 def load_rules_or_fail(extra: Sequence[Path] = (), cache: Path | None = None) -> RuleSet:
-    from portscan.ruleset import RuleSetError, builtin_rules_dir, load_rules_cached
+    from portscan.ruleset.loader import RuleSetError, builtin_rules_dir, load_rules_cached
 
     try:
         return load_rules_cached([builtin_rules_dir(), *extra], cache)
@@ -468,7 +469,7 @@ def run_explain(args: argparse.Namespace) -> int:
 
 def run_test(args: argparse.Namespace) -> int:
     from portscan.config import ConfigError, nearest_config
-    from portscan.ruleset import RuleSet, builtin_rules_dir
+    from portscan.ruleset.loader import RuleSet, builtin_rules_dir
     from portscan.testing import run_rule_tests
 
     builtin = builtin_rules_dir().resolve()

@@ -9,25 +9,14 @@ and which literal tokens a file must contain for the pattern to possibly match
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from portscan.bounded import Regex
+from portscan.ruleset.prefilter import Fragment, Token, import_anchor, qualified_sets, regex_fragments, segment_sets
+from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader
 
-# The standard library's own regex parser, to read literal prefixes out of regexes.
-if sys.version_info >= (3, 11):
-    from re import _constants as _re_constants  # type: ignore[attr-defined]
-    from re import _parser as _re_parser  # type: ignore[attr-defined]
-else:  # pragma: no cover - Python 3.10
-    import sre_constants as _re_constants
-    import sre_parse as _re_parser
-
-Literal = str | int | float | bool | tuple  # a literal value compared structurally
-
-_DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
-_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _WORDISH = re.compile(r"^\w[\w.-]*\w$|^\w$")
 _PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 _YAML_PATH = re.compile(r"^(\*|[\w-]+)(\.(\*|[\w-]+))*$")
@@ -71,114 +60,6 @@ DEFAULT_SPAWN_CALLEES = (
 )
 
 
-class PatternError(ValueError):
-    """A ``[match]`` table is malformed; ``key`` names the offending key."""
-
-    def __init__(self, key: str, problem: str) -> None:
-        super().__init__(f"{key}: {problem}")
-        self.key = key
-        self.problem = problem
-
-
-class TableReader:
-    """Reads typed values out of one TOML table and rejects keys nobody asked for."""
-
-    def __init__(self, data: Any, where: str) -> None:
-        if not isinstance(data, dict):
-            raise PatternError(where, "expected a table")
-        self.data = data
-        self.where = where
-        self.seen: set[str] = set()
-
-    def key(self, name: str) -> str:
-        return f"{self.where}.{name}" if self.where else name
-
-    def has(self, name: str) -> bool:
-        return name in self.data
-
-    def raw(self, name: str, required: bool) -> Any:
-        self.seen.add(name)
-        if name not in self.data:
-            if required:
-                raise PatternError(self.key(name), "missing required key")
-            return None
-        return self.data[name]
-
-    def text(self, name: str, required: bool = True, default: str = "") -> str:
-        value = self.raw(name, required)
-        if value is None:
-            return default
-        if not isinstance(value, str) or (required and not value.strip()):
-            raise PatternError(self.key(name), "expected a non-empty string")
-        return value
-
-    def choice(self, name: str, choices: tuple[str, ...], default: str | None = None) -> str:
-        value = self.raw(name, default is None)
-        if value is None:
-            assert default is not None
-            return default
-        if value not in choices:
-            raise PatternError(self.key(name), f"expected one of {', '.join(choices)}; got {value!r}")
-        return value
-
-    def texts(self, name: str, required: bool = True, check: re.Pattern[str] | None = None,
-              what: str = "string") -> tuple[str, ...]:
-        value = self.raw(name, required)
-        if value is None:
-            return ()
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise PatternError(self.key(name), f"expected a non-empty list of {what}s")
-        if check is not None:
-            for item in value:
-                if not check.match(item):
-                    raise PatternError(self.key(name), f"{item!r} is not a valid {what}")
-        return tuple(value)
-
-    def dotted(self, name: str, required: bool = True, wildcard: bool = False) -> tuple[str, ...]:
-        value = self.raw(name, required)
-        if value is None:
-            return ()
-        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
-            raise PatternError(self.key(name), "expected a non-empty list of dotted names")
-        for item in value:
-            base = item[:-2] if wildcard and item.endswith(".*") else item
-            if not _DOTTED.match(base):
-                raise PatternError(self.key(name), f"{item!r} is not a dotted name")
-        return tuple(value)
-
-    def regex(self, name: str) -> Regex | None:
-        value = self.raw(name, False)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value:
-            raise PatternError(self.key(name), "expected a regular expression string")
-        try:
-            return Regex(value)
-        except re.error as exc:
-            raise PatternError(self.key(name), f"invalid regular expression: {exc}") from None
-
-    def literals(self, name: str) -> tuple[Literal, ...]:
-        value = self.raw(name, False)
-        if value is None:
-            return ()
-        if not isinstance(value, list) or not value:
-            raise PatternError(self.key(name), "expected a non-empty list of literal values")
-        return tuple(to_literal(v, self.key(name)) for v in value)
-
-    def finish(self) -> None:
-        unknown = sorted(set(self.data) - self.seen)
-        if unknown:
-            raise PatternError(self.key(unknown[0]), "unknown key")
-
-
-def to_literal(value: Any, key: str) -> Literal:
-    """TOML value -> the Python literal it stands for (arrays become tuples)."""
-    if isinstance(value, (str, bool, int, float)):
-        return value
-    if isinstance(value, list):
-        return tuple(to_literal(v, key) for v in value)
-    raise PatternError(key, f"{value!r} is not a string, number, boolean or array")
-
 
 def name_matches(qualified: str, pattern: str) -> bool:
     """``torch.version.cuda`` matches itself; ``apex.amp.*`` matches names below ``apex.amp``."""
@@ -191,121 +72,6 @@ def is_at_or_below(name: str, module: str) -> bool:
     """``apex.amp.handle`` is below ``apex``; ``apex_utils`` is not."""
     return name == module or name.startswith(module + ".")
 
-
-@dataclass(frozen=True, slots=True)
-class Fragment:
-    """A prefilter token that is a substring, not a whole word (from a regex)."""
-
-    text: str
-    ignore_case: bool = False
-    #: the regex is anchored at the start of a string literal: the text follows a quote
-    quoted: bool = False
-
-    def occurs(self, text: str, folded: str) -> bool:
-        """Is it in ``text`` (``folded`` is ``text.casefold()``, for ignore-case)?"""
-        haystack, needle = (folded, self.text.casefold()) if self.ignore_case else (text, self.text)
-        if not self.quoted:
-            return needle in haystack
-        return f'"{needle}' in haystack or f"'{needle}" in haystack
-
-
-@dataclass(frozen=True, slots=True)
-class Anchor:
-    """A prefilter token that is a regular expression over the file's import lines (see
-    :func:`import_lines`), for evidence words cannot give."""
-
-    pattern: re.Pattern[str]
-
-    def occurs(self, imports: str) -> bool:
-        return self.pattern.search(imports) is not None
-
-
-_IMPORT_LINE = re.compile(r"^[^\n]*\b(?:from|import)[ \t][^\n]*", re.MULTILINE)
-
-
-def import_lines(text: str) -> str:
-    """Every line that may hold an import statement (``x = 1; import y`` too), joined:
-    what anchors search."""
-    return "\n".join(_IMPORT_LINE.findall(text))
-
-
-def import_anchor(module: str) -> Anchor:
-    """``import m``, ``import a, m.sub as x``, ``from m import ...``, ``from m.sub import``
-    for the top-level package of ``module``."""
-    root = re.escape(module.split(".")[0])
-    return Anchor(re.compile(rf"\bfrom\s+{root}\b|\bimport\s+(?:[\w.]+(?:\s+as\s+\w+)?\s*,\s*)*{root}\b"))
-
-
-Token = str | Fragment | Anchor  #: a whole word ("tensorrt", "nvidia-smi"), a fragment or an anchor
-
-
-def regex_fragments(regex: Regex, quoted: bool = False) -> tuple[Fragment, ...]:
-    """Literal text one piece of which every match of ``regex`` begins with, if the regex
-    starts (after anchors) with literals or an alternation of literals; else ``()``.
-    With ``quoted`` (the regex is matched against string literals), a ``^`` anchor means
-    the text follows a quote in the source.
-
-    ``^(?i:rocm|hip)(:[0-9]+)?$`` gives ``rocm`` and ``hip`` (case-insensitive).
-    """
-    try:
-        items = list(_re_parser.parse(regex.pattern, regex.flags))
-    except Exception:  # noqa: BLE001 - an unusual regex just gets no tokens
-        return ()
-    anchored = bool(items) and items[0][0] is _re_constants.AT \
-        and items[0][1] in (_re_constants.AT_BEGINNING, _re_constants.AT_BEGINNING_STRING)
-    found = _leading_literals(items, bool(regex.flags & re.IGNORECASE))
-    if not found or not all(f.text for f in found):
-        return ()
-    return tuple(Fragment(f.text, f.ignore_case, quoted=anchored and quoted) for f in found)
-
-
-def _leading_literals(items: list, ignore_case: bool) -> list[Fragment] | None:
-    while items and items[0][0] is _re_constants.AT:
-        items = items[1:]
-    if not items:
-        return None
-    op, av = items[0]
-    if op is _re_constants.LITERAL:
-        text = ""
-        for op2, av2 in items:
-            if op2 is not _re_constants.LITERAL:
-                break
-            text += chr(av2)
-        return [Fragment(text, ignore_case)]
-    if op is _re_constants.SUBPATTERN:
-        add_flags, body = av[1], av[3]
-        return _leading_literals(list(body), ignore_case or bool(add_flags & re.IGNORECASE))
-    if op is _re_constants.BRANCH:
-        found: list[Fragment] = []
-        for branch in av[1]:
-            sub = _leading_literals(list(branch), ignore_case)
-            if not sub:
-                return None
-            found.extend(sub)
-        return found
-    return None
-
-
-def _segments(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
-    return tuple(frozenset(n.removesuffix(".*").split(".")) for n in names)
-
-
-def _qualified_sets(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
-    """Token sets for uses of qualified names. Besides every segment, a use of ``a.b.c``
-    spells its tail ``b.c`` (``a.b.c``, ``X.b.c``, ``b.c`` after ``from a import b``), or
-    an import line names ``b`` or ``c`` (``import a.b as X``, ``from a.b import c``)."""
-    sets: list[frozenset[Token]] = []
-    for name in names:
-        parts = name.removesuffix(".*").split(".")
-        segments = frozenset(parts)
-        if len(parts) < 2 or name.endswith(".*"):
-            sets.append(segments)
-            continue
-        tail = ".".join(parts[-2:])
-        names_in_import = "|".join(re.escape(p) for p in parts[-2:])
-        sets.append(segments | {tail})
-        sets.append(segments | {Anchor(re.compile(rf"\b(?:{names_in_import})\b"))})
-    return tuple(sets)
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,7 +96,7 @@ class ImportPattern:
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         """The module's segments, and an import statement naming its package."""
         return tuple(segments | {import_anchor(module)}
-                     for segments, module in zip(_segments(self.modules), self.modules, strict=True))
+                     for segments, module in zip(segment_sets(self.modules), self.modules, strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +117,7 @@ class NamePattern:
         return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return _qualified_sets(self.names)
+        return qualified_sets(self.names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -424,7 +190,7 @@ class CallPattern:
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         """The callee's segments, plus one of the values an argument must have
         (``backend="tensorrt"`` needs "tensorrt" in the file), when they can be told."""
-        sets: tuple[frozenset[Token], ...] = _qualified_sets(self.callees)
+        sets: tuple[frozenset[Token], ...] = qualified_sets(self.callees)
         for condition in self.args:
             needed = condition.needed_tokens()
             if needed:
@@ -470,7 +236,7 @@ class ComparePattern:
         )
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return _qualified_sets(self.callees)
+        return qualified_sets(self.callees)
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,14 +255,14 @@ class AssignPattern:
     @classmethod
     def read(cls, r: TableReader) -> AssignPattern:
         pattern = cls(targets=r.dotted("targets", required=False),
-                      names=r.texts("names", required=False, check=_IDENTIFIER, what="identifier"),
+                      names=r.texts("names", required=False, check=IDENTIFIER, what="identifier"),
                       values=r.literals("values"))
         if bool(pattern.targets) == bool(pattern.names):
             raise PatternError(r.where, "give exactly one of `targets` and `names`")
         return pattern
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return _qualified_sets(self.targets) + tuple(frozenset({n}) for n in self.names)
+        return qualified_sets(self.targets) + tuple(frozenset({n}) for n in self.names)
 
 
 @dataclass(frozen=True, slots=True)
@@ -513,7 +279,7 @@ class EnvPattern:
 
     @classmethod
     def read(cls, r: TableReader) -> EnvPattern:
-        pattern = cls(names=r.texts("names", check=_IDENTIFIER, what="variable name"),
+        pattern = cls(names=r.texts("names", check=IDENTIFIER, what="variable name"),
                       values=r.literals("values"), regex=r.regex("regex"))
         if pattern.values and pattern.regex is not None:
             raise PatternError(r.where, "give at most one of `values` and `regex`")

@@ -56,7 +56,8 @@ from portscan.parse import (
     parse_python,
     read_bytes,
 )
-from portscan.ruleset import Rule, RuleSet
+from portscan.ruleset.schema import Rule
+from portscan.ruleset.loader import RuleSet
 
 #: File kind -> matcher, for everything that is neither Python nor a kernel source.
 MATCHERS: dict[str, Callable[[str, Sequence[Rule]], list[Match]]] = {

@@ -21,10 +21,11 @@ from pathlib import PurePosixPath
 
 from portscan.discover import file_kind
 from portscan.fix.engine import fix_source
-from portscan.fix.spec import FixExample, Tier
+from portscan.ruleset.fixspec import FixExample, Tier
 from portscan.match.hipify import load_hipify_names
 from portscan.parse import SourceError, split_lines
-from portscan.ruleset import Example, Rule, RuleSet
+from portscan.ruleset.schema import Example, Rule
+from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_source
 
 _MARKER = re.compile(r"^\s*(#|//)\s*expect\s*$")

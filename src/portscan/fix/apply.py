@@ -23,7 +23,7 @@ from portscan.discover import Excludes, FirstParty, discover
 from portscan.fix.engine import FileFix, fix_source
 from portscan.model import FileError, ScanResult
 from portscan.parse import SourceError, decode_python, python_encoding, read_bytes
-from portscan.ruleset import RuleSet
+from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_paths, scan_source
 
 

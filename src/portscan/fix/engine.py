@@ -22,14 +22,15 @@ import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
 
 from portscan.fix.rewrite import Declined, Edit, FixContext
-from portscan.fix.spec import NEEDS_UNSAFE, Tier
+from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 from portscan.fix.templates import TEMPLATES
 from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.match.python import match_python
 from portscan.parse import LineIndex, SourceError, paused_gc, parse_python, with_deep_stack
 from portscan.suppress import covers, suppressions
-from portscan.ruleset import Rule, RuleSet
+from portscan.ruleset.schema import Rule
+from portscan.ruleset.loader import RuleSet
 
 MAX_PASSES = 12
 

@@ -26,7 +26,7 @@ from libcst.metadata import (
     ScopeProvider,
 )
 
-from portscan.fix.spec import Tier
+from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
 
 Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel

@@ -13,10 +13,10 @@ import libcst as cst
 from libcst.metadata import ClassScope, GlobalScope
 
 from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
-from portscan.fix.spec import FixSpec, Replace
+from portscan.ruleset.fixspec import FixSpec, Replace
 from portscan.match import Match
 from portscan.match.syntax import MISSING, Walker, literal, literal_in
-from portscan.patterns import Literal
+from portscan.ruleset.table import Literal
 
 Template = Callable[[FixContext, Match, FixSpec], "Edit | Declined | None"]
 

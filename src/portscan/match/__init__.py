@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Mapping
 
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 
 @dataclass(frozen=True, slots=True)

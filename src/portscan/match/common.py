@@ -25,7 +25,7 @@ from portscan.patterns import (
     SubprocessPattern,
     normalize_name,
 )
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 _CONDA_SPEC = re.compile(r"^\s*(?:[\w.-]+::)?(?P<name>[A-Za-z0-9_][\w.-]*)\s*(?P<rest>.*)$")
 _EGG = re.compile(r"[#&]egg=([\w.-]+)")

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Sequence
 from portscan.match import Match
 from portscan.match.commands import Command, Word, commands
 from portscan.match.common import command_matches, env_matches, image_matches
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 _INSTRUCTION = re.compile(r"(?P<word>[A-Za-z]+)(?P<space>\s+|$)")
 _COMMENT_LINE = re.compile(r"(?m)^[ \t]*#.*\n?")

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from portscan.match import Match
 from portscan.match.levels import VENDOR_BRANCH
 from portscan.patterns import CudaApiPattern, KernelPattern
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
 _DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|endif)\b(?P<condition>.*)$")

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from portscan.match import Match
 from portscan.match.common import INDEX_OPTION, index_matches, requirement_matches
 from portscan.match.yamlfiles import compose_yaml, mapping_get, scalar_items
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -63,7 +63,7 @@ from portscan.patterns import (
     is_at_or_below,
     name_matches,
 )
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _OPERATORS = {

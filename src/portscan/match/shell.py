@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from portscan.match import Match
 from portscan.match.commands import commands
 from portscan.match.common import command_matches
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 
 def match_shell(text: str, rules: Sequence[Rule]) -> list[Match]:

@@ -12,7 +12,7 @@ import libcst as cst
 
 from portscan.match import snippet
 from portscan.match.commands import SHELLS, commands
-from portscan.patterns import Literal
+from portscan.ruleset.table import Literal
 
 MISSING = object()  #: returned by :func:`literal` for anything that is not a literal
 

@@ -14,7 +14,7 @@ from yaml import Node
 from portscan.match import Match
 from portscan.match.common import env_matches, image_matches
 from portscan.patterns import EnvPattern, ImagePattern, YamlPattern
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 
 def compose_yaml(text: str) -> Node | None:

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from portscan.fix.apply import Added, FixRun
-from portscan.fix.spec import NEEDS_UNSAFE
+from portscan.ruleset.fixspec import NEEDS_UNSAFE
 
 
 def unified_diff(run: FixRun) -> str:

@@ -7,7 +7,7 @@ import json
 from portscan import __version__
 from portscan.model import Extension, FileError, Finding, ScanResult
 from portscan.report import summary
-from portscan.ruleset import Rule
+from portscan.ruleset.schema import Rule
 
 SCHEMA_VERSION = 1
 

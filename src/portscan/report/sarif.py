@@ -26,7 +26,8 @@ from portscan.fix.engine import fix_source
 from portscan.model import Confidence, FileError, Finding, ScanResult, Severity
 from portscan.parse import LineIndex, SourceError, decode_python, read_bytes
 from portscan.report import guard_note
-from portscan.ruleset import Rule, RuleSet
+from portscan.ruleset.schema import Rule
+from portscan.ruleset.loader import RuleSet
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"

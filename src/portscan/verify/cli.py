@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from portscan.ruleset import RuleSet
+    from portscan.ruleset.loader import RuleSet
     from portscan.verify.entry import Candidate, Settings
     from portscan.verify.reference import Reference
     from portscan.verify.runner import RunSpec

@@ -30,7 +30,8 @@ from pathlib import Path
 
 from portscan.model import Severity
 from portscan.patterns import ImportPattern, SubprocessPattern, is_at_or_below
-from portscan.ruleset import Rule, RuleSet
+from portscan.ruleset.schema import Rule
+from portscan.ruleset.loader import RuleSet
 
 TARGETS = ("rocm",)
 TARGET_DEVICE = "AMD Instinct MI300X (gfx942, capability (9, 4), warp size 64)"

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from portscan.model import Finding
 from portscan.patterns import ImportPattern, is_at_or_below
-from portscan.ruleset import Rule, RuleSet
+from portscan.ruleset.schema import Rule
+from portscan.ruleset.loader import RuleSet
 from portscan.verify.emulation import module_rules, rule_for_module
 from portscan.verify.trace import Failure
 

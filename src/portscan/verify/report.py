@@ -18,8 +18,8 @@ from rich.text import Text
 
 from portscan import __version__
 from portscan.patterns import is_at_or_below
-from portscan.report.text import clean
-from portscan.ruleset import Rule
+from portscan.report import clean
+from portscan.ruleset.schema import Rule
 from portscan.verify.emulation import SCOPE, TARGET_DEVICE
 from portscan.verify.hints import Hint
 from portscan.verify.trace import Observation, Step, output_lines, plural

@@ -7,35 +7,10 @@ not. It must be all-or-nothing per module when a partial rewrite would not run.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from portscan.fix.transforms.apex_amp import apex_amp
+from portscan.fix.transforms.base import Transform
+from portscan.fix.transforms.cuda_version import cuda_version_none
 
-import libcst as cst
-
-from portscan.fix.rewrite import Declined, FixContext
-from portscan.fix.spec import Tier
-from portscan.match import Match
-
-
-@dataclass(frozen=True, slots=True)
-class TransformResult:
-    module: cst.Module | None  #: ``None``: nothing changed
-    fixed: tuple[tuple[Match, Tier], ...] = ()
-    declined: tuple[Declined, ...] = ()
-
-
-Transform = Callable[[FixContext, Sequence[Match], bool], TransformResult]
-
-
-def decline_all(matches: Sequence[Match], reason: str) -> TransformResult:
-    return TransformResult(None, declined=tuple(Declined(m, reason) for m in matches))
-
-
-def _registry() -> dict[str, Transform]:
-    from portscan.fix.transforms.apex_amp import apex_amp
-    from portscan.fix.transforms.cuda_version import cuda_version_none
-
-    return {"apex-amp": apex_amp, "cuda-version-none": cuda_version_none}
-
-
-TRANSFORMS: dict[str, Transform] = _registry()
+#: name -> transform; an explicit literal. Rule files name these; the loader checks the
+#: names against :data:`portscan.ruleset.fixspec.TRANSFORM_NAMES` (kept equal by a test).
+TRANSFORMS: dict[str, Transform] = {"apex-amp": apex_amp, "cuda-version-none": cuda_version_none}

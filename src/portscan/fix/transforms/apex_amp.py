@@ -49,8 +49,8 @@ import libcst as cst
 from libcst.metadata import ImportAssignment
 
 from portscan.fix.rewrite import EQUAL, FixContext, single_small
-from portscan.fix.spec import NEEDS_UNSAFE, Tier
-from portscan.fix.transforms import TransformResult, decline_all
+from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
+from portscan.fix.transforms.base import TransformResult, decline_all
 from portscan.match import Match
 from portscan.match.syntax import MISSING, Walker, dotted, literal
 

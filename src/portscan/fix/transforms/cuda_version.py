@@ -18,8 +18,8 @@ from collections.abc import Sequence
 import libcst as cst
 
 from portscan.fix.rewrite import Declined, FixContext
-from portscan.fix.spec import Tier
-from portscan.fix.transforms import TransformResult
+from portscan.ruleset.fixspec import Tier
+from portscan.fix.transforms.base import TransformResult
 from portscan.match import Match
 
 #: Nodes a comparison is not looked for beyond: from outside them, the value is not

@@ -27,13 +27,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from portscan.patterns import _DOTTED, _IDENTIFIER, Literal, PatternError, TableReader, to_literal
+from portscan.ruleset.table import DOTTED, IDENTIFIER, Literal, PatternError, TableReader, to_literal
 
 #: the reason given for a fix that is there but unsafe, when unsafe fixes are off
 NEEDS_UNSAFE = "unsafe fix: apply with --unsafe-fixes"
 FIX_KINDS = ("replace", "guard-import", "delete", "transform")
 BARE = ("skip", "rename", "call")
 _TRANSFORM_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+#: the named transforms :mod:`portscan.fix.transforms` provides, declared here so that
+#: loading rules checks names without importing the fixer (a test keeps the two equal)
+TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none"})
 
 
 class Tier(str, Enum):
@@ -111,13 +114,13 @@ class FixSpec:
 
 def _dotted(r: TableReader, key: str) -> str:
     value = r.text(key)
-    if not _DOTTED.match(value):
+    if not DOTTED.match(value):
         raise PatternError(r.key(key), f"{value!r} is not a dotted name")
     return value
 
 
 def _identifiers(r: TableReader, key: str) -> tuple[str, ...]:
-    values = r.texts(key, required=False, check=_IDENTIFIER, what="parameter name")
+    values = r.texts(key, required=False, check=IDENTIFIER, what="parameter name")
     if len(set(values)) != len(values):
         raise PatternError(r.key(key), "names a parameter twice")
     return values
@@ -131,7 +134,7 @@ def _literal_table(r: TableReader, key: str) -> dict[str, Literal]:
         raise PatternError(r.key(key), "expected a table of argument = literal")
     out = {}
     for name, value in table.items():
-        if not _IDENTIFIER.match(name):
+        if not IDENTIFIER.match(name):
             raise PatternError(r.key(f"{key}.{name}"), "not a parameter name")
         out[name] = to_literal(value, r.key(f"{key}.{name}"))
     return out
@@ -145,7 +148,7 @@ def _read_replace(data: Any, where: str) -> Replace:
     positional = _identifiers(r, "positional")
     rename_raw = r.raw("rename", False) or {}
     if not isinstance(rename_raw, dict) or not all(
-            isinstance(v, str) and _IDENTIFIER.match(v) and _IDENTIFIER.match(k)
+            isinstance(v, str) and IDENTIFIER.match(v) and IDENTIFIER.match(k)
             for k, v in rename_raw.items()):
         raise PatternError(r.key("rename"), "expected a table of old_name = \"new_name\"")
     drop = frozenset(_identifiers(r, "drop"))

@@ -1,0 +1,26 @@
+"""What a named transform is: a function over one module's matches, and its result."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import libcst as cst
+
+from portscan.fix.rewrite import Declined, FixContext
+from portscan.ruleset.fixspec import Tier
+from portscan.match import Match
+
+
+@dataclass(frozen=True, slots=True)
+class TransformResult:
+    module: cst.Module | None  #: ``None``: nothing changed
+    fixed: tuple[tuple[Match, Tier], ...] = ()
+    declined: tuple[Declined, ...] = ()
+
+
+Transform = Callable[[FixContext, Sequence[Match], bool], TransformResult]
+
+
+def decline_all(matches: Sequence[Match], reason: str) -> TransformResult:
+    return TransformResult(None, declined=tuple(Declined(m, reason) for m in matches))

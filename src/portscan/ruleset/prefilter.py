@@ -1,0 +1,197 @@
+"""The literal prefilter: tokens a file must contain before a rule could match it.
+
+Kinds state their token sets (:meth:`token_sets`); :class:`Prefilter` tests a file's text
+against the token sets of every Python rule at once, so most files need no parse.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from portscan.bounded import Regex
+
+# The standard library's own regex parser, to read literal prefixes out of regexes.
+if sys.version_info >= (3, 11):
+    from re import _constants as _re_constants  # type: ignore[attr-defined]
+    from re import _parser as _re_parser  # type: ignore[attr-defined]
+else:  # pragma: no cover - Python 3.10
+    import sre_constants as _re_constants
+    import sre_parse as _re_parser
+
+
+@dataclass(frozen=True, slots=True)
+class Fragment:
+    """A prefilter token that is a substring, not a whole word (from a regex)."""
+
+    text: str
+    ignore_case: bool = False
+    #: the regex is anchored at the start of a string literal: the text follows a quote
+    quoted: bool = False
+
+    def occurs(self, text: str, folded: str) -> bool:
+        """Is it in ``text`` (``folded`` is ``text.casefold()``, for ignore-case)?"""
+        haystack, needle = (folded, self.text.casefold()) if self.ignore_case else (text, self.text)
+        if not self.quoted:
+            return needle in haystack
+        return f'"{needle}' in haystack or f"'{needle}" in haystack
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A prefilter token that is a regular expression over the file's import lines (see
+    :func:`import_lines`), for evidence words cannot give."""
+
+    pattern: re.Pattern[str]
+
+    def occurs(self, imports: str) -> bool:
+        return self.pattern.search(imports) is not None
+
+
+_IMPORT_LINE = re.compile(r"^[^\n]*\b(?:from|import)[ \t][^\n]*", re.MULTILINE)
+
+
+def import_lines(text: str) -> str:
+    """Every line that may hold an import statement (``x = 1; import y`` too), joined:
+    what anchors search."""
+    return "\n".join(_IMPORT_LINE.findall(text))
+
+
+def import_anchor(module: str) -> Anchor:
+    """``import m``, ``import a, m.sub as x``, ``from m import ...``, ``from m.sub import``
+    for the top-level package of ``module``."""
+    root = re.escape(module.split(".")[0])
+    return Anchor(re.compile(rf"\bfrom\s+{root}\b|\bimport\s+(?:[\w.]+(?:\s+as\s+\w+)?\s*,\s*)*{root}\b"))
+
+
+Token = str | Fragment | Anchor  #: a whole word ("tensorrt", "nvidia-smi"), a fragment or an anchor
+
+
+def regex_fragments(regex: Regex, quoted: bool = False) -> tuple[Fragment, ...]:
+    """Literal text one piece of which every match of ``regex`` begins with, if the regex
+    starts (after anchors) with literals or an alternation of literals; else ``()``.
+    With ``quoted`` (the regex is matched against string literals), a ``^`` anchor means
+    the text follows a quote in the source.
+
+    ``^(?i:rocm|hip)(:[0-9]+)?$`` gives ``rocm`` and ``hip`` (case-insensitive).
+    """
+    try:
+        items = list(_re_parser.parse(regex.pattern, regex.flags))
+    except Exception:  # noqa: BLE001 - an unusual regex just gets no tokens
+        return ()
+    anchored = bool(items) and items[0][0] is _re_constants.AT \
+        and items[0][1] in (_re_constants.AT_BEGINNING, _re_constants.AT_BEGINNING_STRING)
+    found = _leading_literals(items, bool(regex.flags & re.IGNORECASE))
+    if not found or not all(f.text for f in found):
+        return ()
+    return tuple(Fragment(f.text, f.ignore_case, quoted=anchored and quoted) for f in found)
+
+
+def _leading_literals(items: list, ignore_case: bool) -> list[Fragment] | None:
+    while items and items[0][0] is _re_constants.AT:
+        items = items[1:]
+    if not items:
+        return None
+    op, av = items[0]
+    if op is _re_constants.LITERAL:
+        text = ""
+        for op2, av2 in items:
+            if op2 is not _re_constants.LITERAL:
+                break
+            text += chr(av2)
+        return [Fragment(text, ignore_case)]
+    if op is _re_constants.SUBPATTERN:
+        add_flags, body = av[1], av[3]
+        return _leading_literals(list(body), ignore_case or bool(add_flags & re.IGNORECASE))
+    if op is _re_constants.BRANCH:
+        found: list[Fragment] = []
+        for branch in av[1]:
+            sub = _leading_literals(list(branch), ignore_case)
+            if not sub:
+                return None
+            found.extend(sub)
+        return found
+    return None
+
+
+def segment_sets(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
+    return tuple(frozenset(n.removesuffix(".*").split(".")) for n in names)
+
+
+def qualified_sets(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
+    """Token sets for uses of qualified names. Besides every segment, a use of ``a.b.c``
+    spells its tail ``b.c`` (``a.b.c``, ``X.b.c``, ``b.c`` after ``from a import b``), or
+    an import line names ``b`` or ``c`` (``import a.b as X``, ``from a.b import c``)."""
+    sets: list[frozenset[Token]] = []
+    for name in names:
+        parts = name.removesuffix(".*").split(".")
+        segments = frozenset(parts)
+        if len(parts) < 2 or name.endswith(".*"):
+            sets.append(segments)
+            continue
+        tail = ".".join(parts[-2:])
+        names_in_import = "|".join(re.escape(p) for p in parts[-2:])
+        sets.append(segments | {tail})
+        sets.append(segments | {Anchor(re.compile(rf"\b(?:{names_in_import})\b"))})
+    return tuple(sets)
+
+
+_WORD = re.compile(r"\w+")
+R = TypeVar("R")
+
+
+class Prefilter(Generic[R]):
+    """Which of some rules could match a text, from each rule's token sets alone."""
+
+    def __init__(self, rules: Iterable[tuple[R, Sequence[frozenset[Token]]]]) -> None:
+        planned = tuple((rule, tuple(sets)) for rule, sets in rules)
+        tokens = {t for _, sets in planned for s in sets for t in s}
+        words = {t for t in tokens if isinstance(t, str)}
+        self._words = frozenset(t for t in words if _WORD.fullmatch(t))
+        #: tokens that are not plain words ("nvidia-smi"), each with its own bounded search
+        self._compounds = {t: re.compile(r"(?<!\w)" + re.escape(t) + r"(?!\w)")
+                           for t in sorted(words - self._words)}
+        #: per rule, each token set split into plain words (a subset test) and the rest
+        self._plans = tuple((rule, tuple((frozenset(t for t in s if t in self._words),
+                                          tuple(t for t in s if t not in self._words)) for s in sets))
+                            for rule, sets in planned)
+        #: some token set needs no plain word (only "nvidia-smi", say)
+        self._wordless = any(not cheap for _, plans in self._plans for cheap, _ in plans)
+
+    def candidates(self, text: str) -> tuple[R, ...]:
+        """Rules that could match ``text``: every token of one of their token sets occurs.
+
+        Each segment of a qualified name occurs literally in any file that uses it
+        (aliases rename only a prefix, which the import statement spells out), so a
+        file for which this returns nothing needs no parsing. Words are found in one
+        regex pass; the costlier tokens (compounds, fragments, anchors) are looked for
+        only for rules whose words are all there, and at most once each.
+        """
+        words = self._words.intersection(_WORD.findall(text))
+        if not words and not self._wordless:
+            return ()
+        known: dict[Token, bool] = {}
+        folded: list[str] = []
+        imports: list[str] = []
+
+        def occurs(token: Token) -> bool:
+            if isinstance(token, str):  # not a plain word: those were tested as a set
+                if token not in known:
+                    known[token] = token in text and self._compounds[token].search(text) is not None
+                return known[token]
+            if token not in known:
+                if isinstance(token, Fragment):
+                    if token.ignore_case and not folded:
+                        folded.append(text.casefold())
+                    known[token] = token.occurs(text, folded[0] if folded else text)
+                else:
+                    if not imports:
+                        imports.append(import_lines(text))
+                    known[token] = token.occurs(imports[0])
+            return known[token]
+
+        return tuple(rule for rule, plans in self._plans
+                     if any(cheap <= words and all(occurs(t) for t in rest) for cheap, rest in plans))
