@@ -361,7 +361,10 @@ def test_ctrl_c_prints_the_steps_so_far(tmp_path: Path) -> None:
     process = subprocess.Popen(
         [sys.executable, "-m", "portscan", "verify", "--project", str(tmp_path), "--steps", "500",
          "--show-output", "--format", "json", "--", "python", TOY, "--hang-after", "3"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ,
+        # a background job of a non-interactive shell (CI) inherits SIGINT ignored; a user's
+        # terminal delivers it, so the child gets the default disposition back
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert process.stderr is not None
     for line in process.stderr:  # wait for the event: the script says it hangs
         if line.startswith("sleeper pid"):
