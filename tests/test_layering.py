@@ -1,11 +1,11 @@
 """Layering: a module imports only from its own layer or a lower one, and no import
 circle exists (imports inside functions count: they run too).
 
-Layers, lowest first: the base (data types, files and settings), the rule tables, the
-match kinds, the rules that hold them, the surfaces (matchers), the scan, the fixer,
-the reporters and the CLI. ``verify`` stands apart, beside the fixer and the reporters:
-it may use the scan (for hints) and the reporters' text helpers but not the fixer, and
-only the CLI imports it.
+Layers, lowest first: the base (data types, reading files, settings), the rule tables,
+the match kinds, the rules that hold them, the matchers, the file kinds (and the walk
+and suppressions that use them), the scan, the fixer, the reporters and the CLI.
+``verify`` stands apart, beside the fixer and the reporters: it may use the scan (for
+hints) and the reporters' text helpers but not the fixer, and only the CLI imports it.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: module prefix -> layer; the longest prefix that fits a module decides
 LAYERS: dict[str, int] = {
     "portscan": 0, "portscan.model": 0, "portscan.bounded": 0, "portscan.data": 0,
-    "portscan.config": 0, "portscan.parse": 0, "portscan.discover": 0, "portscan.suppress": 0,
-    "portscan.cache": 0,
+    "portscan.config": 0, "portscan.parse": 0, "portscan.cache": 0,
     "portscan.ruleset.table": 1, "portscan.ruleset.prefilter": 1, "portscan.ruleset.fixspec": 1,
-    "portscan.patterns": 2,
+    "portscan.kinds": 2,
     "portscan.ruleset": 3,
     "portscan.match": 4,
-    "portscan.scan": 5,
-    "portscan.fix": 6,
-    "portscan.report": 7, "portscan.docs": 7, "portscan.testing": 7,
-    "portscan.cli": 8, "portscan.__main__": 8,
+    "portscan.filekinds": 5, "portscan.discover": 5, "portscan.suppress": 5,
+    "portscan.scan": 6,
+    "portscan.fix": 7,
+    "portscan.report": 8, "portscan.docs": 8, "portscan.testing": 8,
+    "portscan.cli": 9, "portscan.__main__": 9,
 }
 APART = "portscan.verify"
 #: what ``verify`` must not import
@@ -136,7 +136,7 @@ def test_there_is_no_import_circle() -> None:
 @pytest.mark.parametrize(("module", "target"), [
     ("portscan.ruleset.loader", "portscan.fix.transforms"),  # the circle this test broke
     ("portscan.match.python", "portscan.scan"),
-    ("portscan.ruleset.table", "portscan.patterns"),
+    ("portscan.ruleset.table", "portscan.kinds.calls"),
     ("portscan.verify.hints", "portscan.fix.engine"),
     ("portscan.report.text", "portscan.verify.cli"),
 ])

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from pathlib import Path, PurePath
+from pathlib import Path
 from collections.abc import Iterator, Sequence
 
 import pathspec
 
+from portscan.filekinds import file_kind
 from portscan.model import FileError
 
 #: Directory names never worth scanning: VCS data, caches, build output, environments.
@@ -20,47 +21,6 @@ SKIP_DIRS = frozenset({
 })
 #: Files whose presence marks a directory as a virtual or conda environment.
 _ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
-
-_YAML = (".yml", ".yaml")
-
-
-def file_kind(path: PurePath) -> str | None:
-    """The matcher a file goes to, or None if portscan does not read it.
-
-    ``python`` (``*.py``), ``requirements`` (``*requirements*.txt``, ``constraints*.txt``,
-    ``requirements/*.txt``), ``pyproject``, ``setupcfg``, ``conda`` (``environment*.yml``,
-    ``env.yml``, ``conda*.yml``), ``dockerfile`` (``Dockerfile``, ``Dockerfile.*``,
-    ``*.Dockerfile``, ``Containerfile``), ``compose`` (``docker-compose*.yml``,
-    ``compose*.yml``), ``shell`` (``*.sh``, ``*.bash``) and ``cuda`` (``*.cu``, ``*.cuh``).
-    C++ files become ``cuda`` sources when a CUDA extension builds them.
-    """
-    name = path.name
-    lower = name.lower()
-    suffix = path.suffix.lower()
-    if suffix == ".py":
-        return "python"
-    if suffix in (".cu", ".cuh"):
-        return "cuda"
-    if suffix in (".sh", ".bash"):
-        return "shell"
-    if suffix == ".txt" and ("requirements" in lower or lower.startswith("constraints")
-                             or path.parent.name == "requirements"):
-        return "requirements"
-    if name == "pyproject.toml":
-        return "pyproject"
-    if name == "setup.cfg":
-        return "setupcfg"
-    if (lower.startswith(("dockerfile", "containerfile")) and lower.split(".")[0] in
-            ("dockerfile", "containerfile")) or lower.endswith(".dockerfile"):
-        return "dockerfile"
-    if suffix in _YAML:
-        stem = lower[: -len(suffix)]
-        if stem.startswith(("docker-compose", "compose")):
-            return "compose"
-        if stem.startswith(("environment", "conda")) or stem in ("env", "conda-env"):
-            return "conda"
-    return None
-
 
 @dataclass(frozen=True, slots=True)
 class SourcePath:

@@ -3,7 +3,7 @@
 :func:`scan_source` is pure (text in, findings out); :func:`raw_scan` never raises;
 :func:`scan_paths` runs a whole scan and is what the CLI calls. Python files go
 through the prefilter and the libcst matcher; every other kind has a matcher of its
-own (:data:`MATCHERS`). CUDA extensions declared in Python link their C++/CUDA sources
+own (:data:`portscan.filekinds.FILE_KINDS`). CUDA extensions declared in Python link their C++/CUDA sources
 into the kernel scan.
 """
 
@@ -17,29 +17,19 @@ from typing import Any
 from pathlib import Path, PurePosixPath
 
 from portscan.config import Config, ignored_codes
+from portscan.filekinds import BY_NAME, MatchContext, file_kind
 from portscan.discover import (
     Excludes,
     Discovery,
     SourcePath,
     discover,
-    file_kind,
     FirstParty,
     relative,
 )
 from portscan.match import Match, snippet
-from portscan.match.containers import match_dockerfile
 from portscan.match.hipify import load_hipify_names, table_digest
-from portscan.match.kernels import match_cuda
 from portscan.match.levels import guarded_severity
-from portscan.match.manifests import (
-    match_conda,
-    match_pyproject,
-    match_requirements,
-    match_setup_cfg,
-    requirements_includes,
-)
-from portscan.match.shell import match_shell
-from portscan.match.yamlfiles import match_compose
+from portscan.match.manifests import requirements_includes
 from portscan.bounded import PatternTimeout
 from portscan.cache import Cache, Raw
 from portscan.config import Target
@@ -56,20 +46,7 @@ from portscan.parse import (
     parse_python,
     read_bytes,
 )
-from portscan.ruleset.schema import Rule
 from portscan.ruleset.loader import RuleSet
-
-#: File kind -> matcher, for everything that is neither Python nor a kernel source.
-MATCHERS: dict[str, Callable[[str, Sequence[Rule]], list[Match]]] = {
-    "requirements": match_requirements,
-    "pyproject": match_pyproject,
-    "setupcfg": match_setup_cfg,
-    "conda": match_conda,
-    "dockerfile": match_dockerfile,
-    "compose": match_compose,
-    "shell": match_shell,
-}
-
 
 def fingerprint(rule: str, path: str, text: str) -> str:
     """A finding's identity that survives moves: rule, path and its source lines with all
@@ -101,19 +78,11 @@ def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str]
 
     Python files that contain none of the literal tokens the rules need are not parsed.
     """
-    if kind == "python":
-        candidates = rules.candidates(text)
-        if not candidates:
-            return []
-        from portscan.match.python import match_python  # libcst: only when there is something to parse
-
-        return match_python(parse_python(text), candidates, first_party)
-    applicable = rules.for_surface(kind)
+    file = BY_NAME[kind]
+    applicable = rules.candidates(text) if file.prefiltered else rules.for_surface(kind)
     if not applicable:
         return []
-    if kind == "cuda":
-        return match_cuda(text, applicable, hipify)
-    return MATCHERS[kind](text, applicable)
+    return file.matcher(text, applicable, MatchContext(first_party, hipify))
 
 
 def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),

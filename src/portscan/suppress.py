@@ -17,6 +17,7 @@ import re
 import tokenize
 from collections.abc import Collection, Iterable, Iterator
 
+from portscan.filekinds import BY_NAME
 from portscan.model import Finding, Suppression
 from portscan.parse import split_lines
 
@@ -28,7 +29,8 @@ _FILE = re.compile(r"portscan\s*:\s*(?:ignore-file\s*\[(?P<bracket>[^\]]*)\]|noq
 
 def comments(text: str, kind: str) -> Iterator[tuple[int, str]]:
     """(line, comment text) for every comment in a file of this kind."""
-    if kind == "python":
+    file = BY_NAME.get(kind)
+    if file is not None and file.tokenized:
         try:
             for token in tokenize.generate_tokens(io.StringIO(text).readline):
                 if token.type == tokenize.COMMENT:
@@ -36,7 +38,7 @@ def comments(text: str, kind: str) -> Iterator[tuple[int, str]]:
             return
         except (tokenize.TokenError, SyntaxError, IndentationError):
             pass  # fall back to the plain line scan below
-    marker = "//" if kind == "cuda" else "#"
+    marker = file.comment if file is not None else "#"
     for number, line in enumerate(split_lines(text), start=1):
         index = line.find(marker)
         if index >= 0:

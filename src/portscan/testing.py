@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from portscan.discover import file_kind
+from portscan.filekinds import file_kind
 from portscan.fix.engine import fix_source
 from portscan.ruleset.fixspec import FixExample, Tier
 from portscan.match.hipify import load_hipify_names

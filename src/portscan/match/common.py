@@ -16,15 +16,13 @@ from packaging.version import InvalidVersion, Version
 
 from portscan.match import Match
 from portscan.match.commands import Command, Word, pip_arguments
-from portscan.patterns import (
-    CommandPattern,
-    EnvPattern,
-    ImagePattern,
-    IndexPattern,
-    RequirementPattern,
-    SubprocessPattern,
-    normalize_name,
-)
+from portscan.kinds.command import CommandPattern
+from portscan.kinds.common import normalize_name
+from portscan.kinds.env import EnvPattern
+from portscan.kinds.image import ImagePattern
+from portscan.kinds.index import IndexPattern
+from portscan.kinds.requirement import RequirementPattern
+from portscan.kinds.spawn import SubprocessPattern
 from portscan.ruleset.schema import Rule
 
 _CONDA_SPEC = re.compile(r"^\s*(?:[\w.-]+::)?(?P<name>[A-Za-z0-9_][\w.-]*)\s*(?P<rest>.*)$")

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from typing import cast
 
 from portscan.match import Match
 from portscan.match.levels import VENDOR_BRANCH
-from portscan.patterns import CudaApiPattern, KernelPattern
+from portscan.kinds.sites import KernelKind, KernelSource
 from portscan.ruleset.schema import Rule
 
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
 _DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|endif)\b(?P<condition>.*)$")
 _VENDOR_MACRO = re.compile(r"(?i)rocm|hip|amdgcn|__gfx\w*__")
 
@@ -89,19 +89,7 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) 
 
 
 def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
-    matches: list[Match] = []
-    defined = None
-    for rule in rules:
-        p = rule.pattern
-        if isinstance(p, KernelPattern):
-            matches += [Match(rule, m.start(), m.end()) for m in p.regex.finditer(code)]
-        elif isinstance(p, CudaApiPattern) and hipify is not None:
-            if defined is None:
-                defined = set(_DEFINE.findall(code))
-            seen: set[str] = set()
-            for m in p.identifiers.finditer(code):
-                name = m.group(0)
-                if name not in hipify and name not in defined and name not in seen:
-                    seen.add(name)  # report each unmapped API once per file
-                    matches.append(Match(rule, m.start(), m.end()))
-    return matches
+    """Every kind on this surface is a :class:`KernelKind` (a test checks); each finds its own."""
+    source = KernelSource(code, hipify)
+    return [Match(rule, start, end) for rule in rules
+            for start, end in cast(KernelKind, rule.pattern).match_kernel(source)]

@@ -48,21 +48,17 @@ from portscan.match.syntax import (
     string_text,
 )
 from portscan.match.common import parse_requirement, requirement_rules
-from portscan.patterns import (
-    AssignPattern,
-    BuildArgPattern,
-    CallPattern,
-    ComparePattern,
-    EnvPattern,
-    ImportPattern,
-    NamePattern,
-    SETUP_REQUIREMENT_SECTIONS,
-    RequirementPattern,
-    StringPattern,
-    SubprocessPattern,
-    is_at_or_below,
-    name_matches,
-)
+from portscan.kinds.assign import AssignPattern
+from portscan.kinds.build_arg import BuildArgPattern
+from portscan.kinds.calls import CallPattern
+from portscan.kinds.common import is_at_or_below, name_matches
+from portscan.kinds.compare import ComparePattern
+from portscan.kinds.env import EnvPattern
+from portscan.kinds.imports import ImportPattern
+from portscan.kinds.names import NamePattern
+from portscan.kinds.requirement import SETUP_REQUIREMENT_SECTIONS, RequirementPattern
+from portscan.kinds.spawn import SubprocessPattern
+from portscan.kinds.strings import StringPattern
 from portscan.ruleset.schema import Rule
 
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}

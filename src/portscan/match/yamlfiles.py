@@ -13,7 +13,9 @@ from yaml import Node
 
 from portscan.match import Match
 from portscan.match.common import env_matches, image_matches
-from portscan.patterns import EnvPattern, ImagePattern, YamlPattern
+from portscan.kinds.env import EnvPattern
+from portscan.kinds.image import ImagePattern
+from portscan.kinds.yamlkeys import YamlPattern
 from portscan.ruleset.schema import Rule
 
 

@@ -18,7 +18,7 @@ from packaging.specifiers import SpecifierSet
 
 from portscan.config import Target, specifier
 from portscan.model import Confidence, Severity
-from portscan.patterns import Pattern, read_pattern
+from portscan.kinds import Pattern, read_pattern
 from portscan.ruleset.fixspec import TRANSFORM_NAMES, FixSpec, read_fix
 from portscan.ruleset.table import PatternError, TableReader
 

@@ -29,7 +29,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from portscan.model import Severity
-from portscan.patterns import ImportPattern, SubprocessPattern, is_at_or_below
+from portscan.kinds.common import is_at_or_below
+from portscan.kinds.imports import ImportPattern
+from portscan.kinds.spawn import SubprocessPattern
 from portscan.ruleset.schema import Rule
 from portscan.ruleset.loader import RuleSet
 

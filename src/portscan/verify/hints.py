@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from portscan.model import Finding
-from portscan.patterns import ImportPattern, is_at_or_below
+from portscan.kinds.common import is_at_or_below
+from portscan.kinds.imports import ImportPattern
 from portscan.ruleset.schema import Rule
 from portscan.ruleset.loader import RuleSet
 from portscan.verify.emulation import module_rules, rule_for_module

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from portscan import __version__
-from portscan.patterns import is_at_or_below
+from portscan.kinds.common import is_at_or_below
 from portscan.report import clean
 from portscan.ruleset.schema import Rule
 from portscan.verify.emulation import SCOPE, TARGET_DEVICE

@@ -1,0 +1,121 @@
+"""The kinds of file portscan reads, one table entry each.
+
+An entry says which paths it claims, which matcher reads its text, how its comments
+are written (for suppressions) and which Markdown fence shows its examples (for the
+rule pages). Match kinds name the file kinds they apply to in ``surfaces``; a test
+checks those names against this table. ``docs/rule-format.md`` ("Adding a file kind")
+walks through adding one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from portscan.match import Match
+from portscan.match.containers import match_dockerfile
+from portscan.match.kernels import match_cuda
+from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
+from portscan.match.shell import match_shell
+from portscan.match.yamlfiles import match_compose
+from portscan.parse import parse_python
+from portscan.ruleset.schema import Rule
+
+_YAML = (".yml", ".yaml")
+
+
+@dataclass(frozen=True, slots=True)
+class MatchContext:
+    """What a matcher may need besides the text and the rules."""
+
+    first_party: frozenset[str] = frozenset()  #: the project's own top-level modules
+    hipify: frozenset[str] | None = None  #: CUDA names hipify maps (None: table unavailable)
+
+
+#: a file's text and the rules that apply to it -> their matches
+Matcher = Callable[[str, Sequence[Rule], MatchContext], list[Match]]
+
+
+@dataclass(frozen=True, slots=True)
+class FileKind:
+    name: str  #: what ``surfaces`` and ``SourcePath.kind`` call it
+    claims: Callable[[PurePath], bool]  #: does a file at this path have this kind?
+    matcher: Matcher
+    comment: str = "#"  #: what starts a line comment
+    #: comments come from Python's tokenizer (so ``#`` inside strings is no comment)
+    tokenized: bool = False
+    fence: str = "text"  #: the Markdown code-fence language of its examples
+    #: the matcher gets only the rules the literal prefilter keeps (see ``RuleSet.candidates``)
+    prefiltered: bool = False
+
+
+def _python(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
+    from portscan.match.python import match_python  # libcst: only when there is something to parse
+
+    return match_python(parse_python(text), rules, context.first_party)
+
+
+def _cuda(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
+    return match_cuda(text, rules, context.hipify)
+
+
+def _text(match: Callable[[str, Sequence[Rule]], list[Match]]) -> Matcher:
+    """A matcher that needs nothing but the text and the rules."""
+    return lambda text, rules, context: match(text, rules)
+
+
+def _suffix(*suffixes: str) -> Callable[[PurePath], bool]:
+    return lambda path: path.suffix.lower() in suffixes
+
+
+def _requirements(path: PurePath) -> bool:
+    """``*requirements*.txt``, ``constraints*.txt``, ``requirements/*.txt``."""
+    lower = path.name.lower()
+    return path.suffix.lower() == ".txt" and ("requirements" in lower or lower.startswith("constraints")
+                                              or path.parent.name == "requirements")
+
+
+def _dockerfile(path: PurePath) -> bool:
+    """``Dockerfile``, ``Dockerfile.*``, ``*.Dockerfile``, ``Containerfile``."""
+    lower = path.name.lower()
+    return (lower.startswith(("dockerfile", "containerfile"))
+            and lower.split(".")[0] in ("dockerfile", "containerfile")) or lower.endswith(".dockerfile")
+
+
+def _yaml_stem(path: PurePath) -> str | None:
+    suffix = path.suffix.lower()
+    return path.name.lower()[: -len(suffix)] if suffix in _YAML else None
+
+
+def _compose(path: PurePath) -> bool:
+    """``docker-compose*.yml``, ``compose*.yml`` (and ``.yaml``)."""
+    stem = _yaml_stem(path)
+    return stem is not None and stem.startswith(("docker-compose", "compose"))
+
+
+def _conda(path: PurePath) -> bool:
+    """``environment*.yml``, ``conda*.yml``, ``env.yml``, ``conda-env.yml`` (and ``.yaml``)."""
+    stem = _yaml_stem(path)
+    return stem is not None and (stem.startswith(("environment", "conda")) or stem in ("env", "conda-env"))
+
+
+#: every file kind; a path has the first kind that claims it
+FILE_KINDS: tuple[FileKind, ...] = (
+    FileKind("python", _suffix(".py"), _python, tokenized=True, fence="python", prefiltered=True),
+    FileKind("cuda", _suffix(".cu", ".cuh"), _cuda, comment="//", fence="cpp"),
+    FileKind("shell", _suffix(".sh", ".bash"), _text(match_shell), fence="bash"),
+    FileKind("requirements", _requirements, _text(match_requirements)),
+    FileKind("pyproject", lambda path: path.name == "pyproject.toml", _text(match_pyproject), fence="toml"),
+    FileKind("setupcfg", lambda path: path.name == "setup.cfg", _text(match_setup_cfg), fence="ini"),
+    FileKind("dockerfile", _dockerfile, _text(match_dockerfile), fence="dockerfile"),
+    FileKind("compose", _compose, _text(match_compose), fence="yaml"),
+    FileKind("conda", _conda, _text(match_conda), fence="yaml"),
+)
+BY_NAME: dict[str, FileKind] = {kind.name: kind for kind in FILE_KINDS}
+
+
+def file_kind(path: PurePath) -> str | None:
+    """The name of the file kind a path has, or None if portscan does not read it.
+    C++ files become ``cuda`` sources when a CUDA extension builds them (see ``scan``)."""
+    return next((kind.name for kind in FILE_KINDS if kind.claims(path)), None)

@@ -1,0 +1,40 @@
+"""The ``build-arg`` kind: values passed to a CUDA extension build."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.kinds.common import PYTHON, code_list
+from portscan.ruleset.prefilter import Token
+from portscan.ruleset.table import TableReader
+
+
+BUILD_ARGUMENTS = ("nvcc", "cxx", "libraries", "extra_link_args")
+
+
+@dataclass(frozen=True, slots=True)
+class BuildArgPattern:
+    """A value passed to a CUDA extension build (``CUDAExtension``, ``load``,
+    ``load_inline``): ``nvcc`` / ``cxx`` compiler flags (``extra_compile_args``,
+    ``extra_cuda_cflags``), ``libraries`` or ``extra_link_args``."""
+
+    kind: ClassVar[str] = "build-arg"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "value", "argument"})
+    argument: str
+    values: tuple[str, ...]  #: globs over the string values
+
+    @classmethod
+    def read(cls, r: TableReader) -> BuildArgPattern:
+        return cls(argument=r.choice("argument", BUILD_ARGUMENTS),
+                   values=r.texts("values", what="value glob"))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return (frozenset({"cpp_extension"}),)
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        return (f"`{self.argument}` values matching {code_list(self.values)} given to "
+                "`CUDAExtension`, `CppExtension`, `load` or `load_inline`, followed through "
+                "variables, `+=` and `.append`.")

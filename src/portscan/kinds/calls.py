@@ -1,0 +1,106 @@
+"""The ``call`` kind: calls of a qualified name, with conditions on their arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.bounded import Regex
+from portscan.kinds.common import PYTHON, WORDISH, code_list
+from portscan.ruleset.prefilter import Token, qualified_sets, regex_fragments
+from portscan.ruleset.table import Literal, PatternError, TableReader
+
+
+@dataclass(frozen=True, slots=True)
+class ArgCondition:
+    """A constraint on one argument, found by keyword or by position (0-based)."""
+
+    keyword: str | None
+    position: int | None
+    equals: tuple[Literal, ...] = ()
+    contains: tuple[Literal, ...] = ()
+    present: bool | None = None
+    regex: Regex | None = None  #: searched in a string-literal argument
+
+    def needed_tokens(self) -> tuple[Token, ...]:
+        """Tokens one of which a matching argument puts in the file (empty: unknown)."""
+        values = self.equals + self.contains
+        if values:
+            words = tuple(v for v in values if isinstance(v, str) and WORDISH.match(v))
+            return words if len(words) == len(values) else ()
+        if self.regex is not None:
+            return regex_fragments(self.regex, quoted=True)
+        return ()
+
+    @classmethod
+    def read(cls, r: TableReader) -> ArgCondition:
+        keyword = r.raw("keyword", False)
+        position = r.raw("position", False)
+        if keyword is None and position is None:
+            raise PatternError(r.where, "an argument condition needs `keyword`, `position` or both")
+        if keyword is not None and (not isinstance(keyword, str) or not keyword.isidentifier()):
+            raise PatternError(r.key("keyword"), "expected an identifier")
+        if position is not None and (isinstance(position, bool) or not isinstance(position, int)
+                                     or position < 0):
+            raise PatternError(r.key("position"), "expected an integer >= 0")
+        present = r.raw("present", False)
+        if present is not None and not isinstance(present, bool):
+            raise PatternError(r.key("present"), "expected true or false")
+        condition = cls(keyword, position, r.literals("equals"), r.literals("contains"), present,
+                        r.regex("regex"))
+        given = sum((bool(condition.equals), bool(condition.contains), present is not None,
+                     condition.regex is not None))
+        if given != 1:
+            raise PatternError(r.where, "give exactly one of `equals`, `contains`, `present`, `regex`")
+        return condition
+
+
+@dataclass(frozen=True, slots=True)
+class CallPattern:
+    """A call of a qualified name, optionally constrained by literal argument values."""
+
+    kind: ClassVar[str] = "call"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
+    callees: tuple[str, ...]
+    args: tuple[ArgCondition, ...] = ()
+
+    @classmethod
+    def read(cls, r: TableReader) -> CallPattern:
+        callees = r.dotted("callees", wildcard=True)
+        raw_args = r.raw("args", False) or []
+        if not isinstance(raw_args, list):
+            raise PatternError(r.key("args"), "expected an array of tables")
+        args = []
+        for i, table in enumerate(raw_args):
+            sub = TableReader(table, f"{r.key('args')}[{i}]")
+            args.append(ArgCondition.read(sub))
+            sub.finish()
+        return cls(callees=callees, args=tuple(args))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        """The callee's segments, plus one of the values an argument must have
+        (``backend="tensorrt"`` needs "tensorrt" in the file), when they can be told."""
+        sets: tuple[frozenset[Token], ...] = qualified_sets(self.callees)
+        for condition in self.args:
+            needed = condition.needed_tokens()
+            if needed:
+                sets = tuple(s | {token} for s in sets for token in needed)
+        return sets
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        text = f"Calls of {code_list(self.callees)}, resolved through import aliases"
+        conditions = []
+        for c in self.args:
+            where = " or ".join(filter(None, [f"keyword `{c.keyword}`" if c.keyword else "",
+                                              f"position {c.position}" if c.position is not None else ""]))
+            if c.equals:
+                conditions.append(f"the argument at {where} is one of {code_list(map(repr, c.equals))}")
+            elif c.contains:
+                conditions.append(f"the argument at {where} lists {code_list(map(repr, c.contains))}")
+            elif c.regex is not None:
+                conditions.append(f"the argument at {where} matches `{c.regex.pattern}`")
+            else:
+                conditions.append(f"the argument at {where} is {'present' if c.present else 'absent'}")
+        return text + (", where " + "; ".join(conditions) if conditions else "") + "."

@@ -1,0 +1,67 @@
+"""The ``compare`` kind: comparisons whose operand is a qualified call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.kinds.common import PYTHON, code_list
+from portscan.ruleset.prefilter import Token, qualified_sets
+from portscan.ruleset.table import Literal, PatternError, TableReader
+
+
+#: Written with the call on the left: ``f() in (...)`` is "in"; ``"x" in f()`` is "contains".
+COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in", "contains", "not contains")
+
+
+@dataclass(frozen=True, slots=True)
+class ComparePattern:
+    """A comparison whose operand is a qualified call (or its ``[i]`` / ``.attr``)."""
+
+    kind: ClassVar[str] = "compare"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
+    callees: tuple[str, ...]
+    attributes: tuple[str, ...] = ()  #: operand must be ``call().attr`` with one of these
+    operators: tuple[str, ...] = ()  #: empty: any operator
+    values: tuple[Literal, ...] = ()  #: empty: any other operand
+    #: for indexed operands (``f()[i]``, or ``a, b = f()``): the indices that count;
+    #: empty: any. The whole value (``f() >= (9, 0)``) always counts.
+    indices: tuple[int, ...] = ()
+
+    @classmethod
+    def read(cls, r: TableReader) -> ComparePattern:
+        operators = r.texts("operators", required=False, what="operator")
+        for op in operators:
+            if op not in COMPARE_OPERATORS:
+                raise PatternError(r.key("operators"),
+                                   f"{op!r} is not one of {', '.join(COMPARE_OPERATORS)}")
+        attributes = r.texts("attributes", required=False, what="identifier")
+        for attr in attributes:
+            if not attr.isidentifier():
+                raise PatternError(r.key("attributes"), f"{attr!r} is not an identifier")
+        indices = r.literals("indices")
+        if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in indices):
+            raise PatternError(r.key("indices"), "expected a list of integers >= 0")
+        return cls(
+            callees=r.dotted("callees", wildcard=True),
+            attributes=attributes,
+            operators=operators,
+            values=r.literals("values"),
+            indices=tuple(int(i) for i in indices),  # type: ignore[arg-type]
+        )
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return qualified_sets(self.callees)
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        operand = "a call of " + code_list(self.callees)
+        if self.attributes:
+            operand += f" (its {code_list(self.attributes)})"
+        text = f"Comparisons involving {operand}, also through a local variable assigned from it"
+        if self.operators:
+            text += f", with {code_list(self.operators)}"
+        if self.values:
+            text += f", against {code_list(map(repr, self.values))}"
+        return text + "."

@@ -1,0 +1,41 @@
+"""The ``env`` kind: environment variables set from Python, Dockerfiles, shell and compose."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.bounded import Regex
+from portscan.kinds.common import code_list
+from portscan.ruleset.prefilter import Token
+from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader
+
+
+@dataclass(frozen=True, slots=True)
+class EnvPattern:
+    """An environment variable set from Python: ``os.environ["X"] = v``,
+    ``os.environ.setdefault("X", v)``, ``os.environ.update(X=v)``, ``os.putenv("X", v)``."""
+
+    kind: ClassVar[str] = "env"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "compose"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
+    names: tuple[str, ...]
+    values: tuple[Literal, ...] = ()
+    regex: Regex | None = None  #: searched in a string value
+
+    @classmethod
+    def read(cls, r: TableReader) -> EnvPattern:
+        pattern = cls(names=r.texts("names", check=IDENTIFIER, what="variable name"),
+                      values=r.literals("values"), regex=r.regex("regex"))
+        if pattern.values and pattern.regex is not None:
+            raise PatternError(r.where, "give at most one of `values` and `regex`")
+        return pattern
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return tuple(frozenset({n}) for n in self.names)
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        values = f" to {code_list(map(repr, self.values))}" if self.values else ""
+        return (f"Setting the environment variable {code_list(self.names)}{values} from Python "
+                "(`os.environ[...] = ...`, `os.environ.setdefault`, `os.environ.update`, `os.putenv`).")

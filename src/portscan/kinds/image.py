@@ -1,0 +1,35 @@
+"""The ``image`` kind: container base images."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.kinds.common import code_list
+from portscan.ruleset.prefilter import Token
+from portscan.ruleset.table import TableReader
+
+
+@dataclass(frozen=True, slots=True)
+class ImagePattern:
+    """A container base image: Dockerfile ``FROM`` and compose ``image:``."""
+
+    kind: ClassVar[str] = "image"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "compose"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "image"})
+    images: tuple[str, ...]  #: globs over ``registry/namespace/name`` (no tag)
+    tags: tuple[str, ...] = ()  #: globs over the tag
+
+    @classmethod
+    def read(cls, r: TableReader) -> ImagePattern:
+        return cls(images=r.texts("images", what="image glob"),
+                   tags=r.texts("tags", required=False, what="tag glob"))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return ()
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        tags = f" with a tag matching {code_list(self.tags)}" if self.tags else ""
+        return (f"Container images matching {code_list(self.images)}{tags}: Dockerfile "
+                "`FROM` lines and docker-compose `image:` keys.")

@@ -1,0 +1,40 @@
+"""The ``import`` kind: imports of a module or anything below it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.kinds.common import PYTHON, code_list
+from portscan.ruleset.prefilter import Token, import_anchor, segment_sets
+from portscan.ruleset.table import PatternError, TableReader
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPattern:
+    """``import m``, ``import m.sub as x``, ``from m import n``, ``from p import m``."""
+
+    kind: ClassVar[str] = "import"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "module"})
+    modules: tuple[str, ...]
+    #: when the import is guarded (``try``/``except ImportError``), also report each
+    #: attribute use of the names it binds, unless a condition on the name guards it
+    uses: bool = False
+
+    @classmethod
+    def read(cls, r: TableReader) -> ImportPattern:
+        uses = r.raw("uses", False)
+        if uses is not None and not isinstance(uses, bool):
+            raise PatternError(r.key("uses"), "expected true or false")
+        return cls(modules=r.dotted("modules"), uses=bool(uses))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        """The module's segments, and an import statement naming its package."""
+        return tuple(segments | {import_anchor(module)}
+                     for segments, module in zip(segment_sets(self.modules), self.modules, strict=True))
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        return f"Imports of {code_list(self.modules)} or any module below them, however spelled " \
+               "(`import m`, `import m.sub as x`, `from m import n`)."

@@ -1,0 +1,42 @@
+"""The ``kernel`` kind: a regular expression over CUDA/C++ kernel sources."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.bounded import Regex
+from portscan.kinds.sites import KernelSource, Span
+from portscan.ruleset.prefilter import Token
+from portscan.ruleset.table import PatternError, TableReader
+
+
+@dataclass(frozen=True, slots=True)
+class KernelPattern:
+    """A regular expression over CUDA/C++ kernel sources (``.cu``, ``.cuh`` and the C++
+    files an extension builds), with comments and string literals blanked out first."""
+
+    kind: ClassVar[str] = "kernel"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched"})
+    regex: Regex
+
+    @classmethod
+    def read(cls, r: TableReader) -> KernelPattern:
+        regex = r.regex("regex")
+        if regex is None:
+            raise PatternError(r.key("regex"), "missing required key")
+        return cls(regex=regex)
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return ()
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        return (f"Kernel source text matching `{self.regex.pattern}` in `.cu`/`.cuh` files and "
+                "the C++ sources CUDA extensions build, with comments and strings ignored.")
+
+    def match_kernel(self, source: KernelSource) -> Iterator[Span]:
+        for match in self.regex.finditer(source.code):
+            yield match.start(), match.end()

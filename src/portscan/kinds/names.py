@@ -1,0 +1,49 @@
+"""The ``name`` kind: uses of a qualified name, optionally by how the value is used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.kinds.common import PYTHON, code_list
+from portscan.ruleset.prefilter import Token, qualified_sets
+from portscan.ruleset.table import TableReader
+
+
+USAGES = ("any", "truth", "operand", "other")
+
+
+USAGE_TEXT = {
+    "truth": "only where its truth value is used (`if x`, `x is None`, `x == \"...\"`, `bool(x)`)",
+    "operand": "only where it is operated on in a way that fails on `None` (`x.split()`, `x[0]`, "
+               "`x >= \"11.8\"`, `int(x)`, `version.parse(x)`, `x + y`, iteration)",
+    "other": "only where it is passed, formatted, printed, assigned or returned",
+    "any": "",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class NamePattern:
+    """A use of a qualified name, resolved through import aliases."""
+
+    kind: ClassVar[str] = "name"
+    surfaces: ClassVar[frozenset[str]] = PYTHON
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
+    names: tuple[str, ...]
+    #: ``truth``: only its truth value is used (``if x``, ``x is None``, ``x == "12.1"``);
+    #: ``operand``: operated on, which raises on None (``x.split()``, ``x[0]``, ``x >= "11"``,
+    #: ``int(x)``, ``x + y``, iteration); ``other``: passed, formatted, assigned, returned.
+    usage: str = "any"
+
+    @classmethod
+    def read(cls, r: TableReader) -> NamePattern:
+        return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"))
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return qualified_sets(self.names)
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        usage = USAGE_TEXT[self.usage]
+        return (f"Uses of {code_list(self.names)}, resolved through import aliases"
+                + (f", {usage}." if usage else "."))

@@ -1,0 +1,61 @@
+"""The ``subprocess`` kind: programs started from Python, shell scripts and Dockerfiles."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from portscan.kinds.common import PROGRAM, code_list
+from portscan.ruleset.prefilter import Token
+from portscan.ruleset.table import TableReader
+
+
+#: Calls that start a process; their first argument is a command line or argv list.
+DEFAULT_SPAWN_CALLEES = (
+    "subprocess.run",
+    "subprocess.call",
+    "subprocess.check_call",
+    "subprocess.check_output",
+    "subprocess.Popen",
+    "subprocess.getoutput",
+    "subprocess.getstatusoutput",
+    "os.system",
+    "os.popen",
+    "os.execv",
+    "os.execvp",
+    "os.execvpe",
+    "os.execl",
+    "os.execlp",
+    "os.spawnv",
+    "os.spawnvp",
+    "os.spawnl",
+    "os.spawnlp",
+    "asyncio.create_subprocess_exec",
+    "asyncio.create_subprocess_shell",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SubprocessPattern:
+    """A program name in the command passed to a process-spawning call."""
+
+    kind: ClassVar[str] = "subprocess"
+    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "program"})
+    programs: tuple[str, ...]
+    callees: tuple[str, ...] = DEFAULT_SPAWN_CALLEES
+
+    @classmethod
+    def read(cls, r: TableReader) -> SubprocessPattern:
+        programs = r.texts("programs", check=PROGRAM, what="program name")
+        callees = r.dotted("callees", required=False) or DEFAULT_SPAWN_CALLEES
+        return cls(programs=programs, callees=callees)
+
+    def token_sets(self) -> tuple[frozenset[Token], ...]:
+        return tuple(frozenset({p}) for p in self.programs)
+
+    def describe(self) -> str:
+        """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        return (f"Running {code_list(self.programs)}: from Python through `subprocess`, "
+                "`os.system`, `os.popen` and friends (argv lists, shell command lines, "
+                "`shlex.split(...)`), in shell scripts, and in Dockerfile `RUN`/`CMD` lines.")
