@@ -54,7 +54,7 @@ def dump(tp: Any, value: Any) -> Any:
         return str(value)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return value.value
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         hints = _hints(tp)
         return {f.name: dump(hints[f.name], getattr(value, f.name)) for f in _fields(tp)}
     return value
@@ -72,7 +72,7 @@ def load(tp: Any, data: Any) -> Any:
         if tp is tuple or (len(args) == 2 and args[1] is Ellipsis):
             return tuple(load(args[0], v) if args else _load_literal(v) for v in data)
         _expect(data, len(data) == len(args), f"a list of {len(args)}")
-        return tuple(load(a, v) for a, v in zip(args, data))
+        return tuple(load(a, v) for a, v in zip(args, data, strict=True))
     if origin is frozenset:
         _expect(data, isinstance(data, list), "a list")
         return frozenset(load(args[0], v) for v in data)
@@ -89,7 +89,7 @@ def load(tp: Any, data: Any) -> Any:
             return tp(data)
         except ValueError:
             raise DataError(f"{data!r} is not a {tp.__name__}") from None
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         fields = _fields(tp)
         _expect(data, isinstance(data, dict) and set(data) == {f.name for f in fields},
                 f"the fields of {tp.__name__}")
@@ -107,7 +107,7 @@ def _load_union(args: tuple[Any, ...], data: Any) -> Any:
     if data is None and type(None) in args:
         return None
     members = [a for a in args if a is not type(None)]
-    classes = {a.__name__: a for a in members if dataclasses.is_dataclass(a)}
+    classes = {a.__name__: a for a in members if isinstance(a, type) and dataclasses.is_dataclass(a)}
     if len(classes) > 1 and isinstance(data, dict) and set(data) == {"type", "value"}:
         chosen = classes.get(data["type"]) if isinstance(data["type"], str) else None
         _expect(data, chosen is not None, f"one of {sorted(classes)}")

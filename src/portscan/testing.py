@@ -13,6 +13,7 @@ matcher as a real scan, so a rule whose tokens or pattern are wrong fails here.
 from __future__ import annotations
 
 import difflib
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -186,8 +187,8 @@ def run_rule_tests(rules: RuleSet) -> list[CaseResult]:
     results = []
     for rule in rules.rules:
         single = RuleSet([rule])
-        results += [_checked(case.id, rule.origin, lambda case=case: check_example(case))
+        results += [_checked(case.id, rule.origin, functools.partial(check_example, case))
                     for case in example_cases(single)]
-        results += [_checked(case.id, rule.origin, lambda case=case: check_fix_example(case))
+        results += [_checked(case.id, rule.origin, functools.partial(check_fix_example, case))
                     for case in fix_cases(single)]
     return results

@@ -32,7 +32,6 @@ import importlib.machinery
 import importlib.util
 import json
 import math
-from typing import Any
 import os
 import sys
 import threading
@@ -367,7 +366,7 @@ class Recorder:
                 return dist_backward(context_id, roots, *args, **kwargs)
 
             backward.__doc__ = dist_backward.__doc__
-            autograd.backward = backward
+            autograd.backward = backward  # type: ignore[attr-defined,unused-ignore]
         if "torch.distributed.optim" in sys.modules:
             self.on_distributed_optim(sys.modules["torch.distributed.optim"])
         else:
@@ -476,9 +475,8 @@ class Recorder:
         the stopping to the parent)."""
         self.stopped = "step-cap"
         self.write()
-        with contextlib.suppress(OSError):
-            with open(self.cap_path, "w", encoding="utf-8") as fh:
-                fh.write(str(self.counts.get("1") or self.backward_calls))
+        with contextlib.suppress(OSError), open(self.cap_path, "w", encoding="utf-8") as fh:
+            fh.write(str(self.counts.get("1") or self.backward_calls))
         if threading.current_thread() is threading.main_thread():
             raise StepCapReached(self.counts.get("1") or self.backward_calls)
 

@@ -309,8 +309,8 @@ def check_trend(observation: Observation, criteria: Criteria) -> Check:
         return Check("trend", SKIP, "not judged (--no-trend)")
     if any(s.loss is not None and not s.finite for s in observation.steps):
         return Check("trend", SKIP, f"not judged: some values are not finite ({rule})")
-    values = [s.loss for s in observation.steps if s.finite]
-    found = trend([-v if criteria.maximize else v for v in values])  # type: ignore[operator]
+    values = [s.loss for s in observation.steps if s.finite and s.loss is not None]  # finite has a loss
+    found = trend([-v if criteria.maximize else v for v in values])
     if found is None:
         return Check("trend", SKIP, f"needs at least 2 finite values ({rule})")
     allowed = criteria.max_rise * found.scale + found.noise
