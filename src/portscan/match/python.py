@@ -1,10 +1,12 @@
 """Python matcher: one libcst traversal per file runs every rule at once.
 
 The traversal records scopes with their bindings and the candidate sites each
-pattern kind cares about (dotted names, calls, comparisons, attribute assignments,
-imports). Qualified names are resolved afterwards, only for those candidates, with
-the whole file's bindings known, so a name used above the import that binds it
-resolves the way Python would resolve it at run time.
+pattern kind cares about, as typed records (:class:`ImportSite`, :class:`CallSite`,
+:class:`CompareSite`, :class:`AttributeStore`, :class:`NamedStore`, :class:`ItemStore`,
+dotted-name chains, strings, guarded :class:`Region` s). Qualified names are resolved
+afterwards, only for those candidates, with the whole file's bindings known, so a name
+used above the import that binds it resolves the way Python would resolve it at run
+time. Rules reach the walk through :class:`_Index`, filed by kind (:data:`_INDEXERS`).
 
 Resolution follows libcst's ``QualifiedNameProvider`` semantics where they matter:
 flow-insensitive, any import binding of a name counts (``try: import x`` /
@@ -16,9 +18,10 @@ resolve to third-party names, star imports are not resolved.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
+from typing import Any, NamedTuple
 
 import libcst as cst
 
@@ -125,72 +128,170 @@ class _Scope:
 
 
 class _Index:
-    """The candidate rules of one file, arranged for lookups by qualified name."""
+    """The candidate rules of one file, arranged for lookups by qualified name; each
+    rule is kept with its pattern, typed (see :data:`_INDEXERS`)."""
 
     def __init__(self, rules: Sequence[Rule]) -> None:
-        self.imports: list[Rule] = []
-        self.names: dict[str, list[Rule]] = {}
-        self.name_wildcards: list[tuple[str, Rule]] = []
-        self.calls: list[Rule] = []
-        self.compares: list[Rule] = []
-        self.assigns: dict[str, list[Rule]] = {}
-        self.assign_names: dict[str, list[Rule]] = {}
-        self.envs: dict[str, list[Rule]] = {}
-        self.strings: dict[str, list[Rule]] = {}
-        self.spawns: dict[str, list[Rule]] = {}
-        for rule in rules:
-            p = rule.pattern
-            if isinstance(p, ImportPattern):
-                self.imports.append(rule)
-            elif isinstance(p, NamePattern):
-                for name in p.names:
-                    if name.endswith(".*"):
-                        self.name_wildcards.append((name, rule))
-                    else:
-                        self.names.setdefault(name, []).append(rule)
-            elif isinstance(p, CallPattern):
-                self.calls.append(rule)
-            elif isinstance(p, ComparePattern):
-                self.compares.append(rule)
-            elif isinstance(p, AssignPattern):
-                for target in p.targets:
-                    self.assigns.setdefault(target, []).append(rule)
-                for name in p.names:
-                    self.assign_names.setdefault(name, []).append(rule)
-            elif isinstance(p, EnvPattern):
-                for name in p.names:
-                    self.envs.setdefault(name, []).append(rule)
-            elif isinstance(p, StringPattern):
-                for value in p.values:
-                    self.strings.setdefault(value, []).append(rule)
-            elif isinstance(p, SubprocessPattern):
-                for callee in p.callees:
-                    self.spawns.setdefault(callee, []).append(rule)
+        self.imports: list[tuple[Rule, ImportPattern]] = []
+        self.names: dict[str, list[tuple[Rule, NamePattern]]] = {}
+        self.name_wildcards: list[tuple[str, Rule, NamePattern]] = []
+        self.calls: list[tuple[Rule, CallPattern]] = []
+        self.compares: list[tuple[Rule, ComparePattern]] = []
+        self.assigns: dict[str, list[tuple[Rule, AssignPattern]]] = {}
+        self.assign_names: dict[str, list[tuple[Rule, AssignPattern]]] = {}
+        self.envs: dict[str, list[tuple[Rule, EnvPattern]]] = {}
+        self.strings: dict[str, list[tuple[Rule, StringPattern]]] = {}
+        self.spawns: dict[str, list[tuple[Rule, SubprocessPattern]]] = {}
         self.requirements: list[Rule] = []
-        self.build_args: list[Rule] = []
+        self.build_args: list[tuple[Rule, BuildArgPattern]] = []
         for rule in rules:
-            if isinstance(rule.pattern, RequirementPattern):
-                self.requirements.append(rule)
-            elif isinstance(rule.pattern, BuildArgPattern):
-                self.build_args.append(rule)
+            add = _INDEXERS.get(type(rule.pattern))
+            if add is not None:  # a kind the Python walk has no sites for
+                add(self, rule, rule.pattern)
         self.wants_calls = bool(self.calls or self.spawns or self.compares or self.envs
                                 or self.requirements or self.build_args)
 
-    def name_rules(self, qualified: str) -> Iterator[Rule]:
+    def _add_import(self, rule: Rule, p: ImportPattern) -> None:
+        self.imports.append((rule, p))
+
+    def _add_name(self, rule: Rule, p: NamePattern) -> None:
+        for name in p.names:
+            if name.endswith(".*"):
+                self.name_wildcards.append((name, rule, p))
+            else:
+                self.names.setdefault(name, []).append((rule, p))
+
+    def _add_call(self, rule: Rule, p: CallPattern) -> None:
+        self.calls.append((rule, p))
+
+    def _add_compare(self, rule: Rule, p: ComparePattern) -> None:
+        self.compares.append((rule, p))
+
+    def _add_assign(self, rule: Rule, p: AssignPattern) -> None:
+        for target in p.targets:
+            self.assigns.setdefault(target, []).append((rule, p))
+        for name in p.names:
+            self.assign_names.setdefault(name, []).append((rule, p))
+
+    def _add_env(self, rule: Rule, p: EnvPattern) -> None:
+        for name in p.names:
+            self.envs.setdefault(name, []).append((rule, p))
+
+    def _add_string(self, rule: Rule, p: StringPattern) -> None:
+        for value in p.values:
+            self.strings.setdefault(value, []).append((rule, p))
+
+    def _add_spawn(self, rule: Rule, p: SubprocessPattern) -> None:
+        for callee in p.callees:
+            self.spawns.setdefault(callee, []).append((rule, p))
+
+    def _add_requirement(self, rule: Rule, p: RequirementPattern) -> None:
+        self.requirements.append(rule)
+
+    def _add_build_arg(self, rule: Rule, p: BuildArgPattern) -> None:
+        self.build_args.append((rule, p))
+
+    def name_rules(self, qualified: str) -> Iterator[tuple[Rule, NamePattern]]:
         yield from self.names.get(qualified, ())
-        for pattern, rule in self.name_wildcards:
+        for pattern, rule, p in self.name_wildcards:
             if name_matches(qualified, pattern):
-                yield rule
+                yield rule, p
 
 
-# --------------------------------------------------------------------------- traversal
+#: pattern class -> how the index files a rule of that kind; one line per Python kind
+_INDEXERS: dict[type, Callable[[_Index, Rule, Any], None]] = {
+    ImportPattern: _Index._add_import,
+    NamePattern: _Index._add_name,
+    CallPattern: _Index._add_call,
+    ComparePattern: _Index._add_compare,
+    AssignPattern: _Index._add_assign,
+    EnvPattern: _Index._add_env,
+    StringPattern: _Index._add_string,
+    SubprocessPattern: _Index._add_spawn,
+    RequirementPattern: _Index._add_requirement,
+    BuildArgPattern: _Index._add_build_arg,
+}
 
 
-@dataclass(slots=True)
+# --------------------------------------------------------------------------- sites
+
+
+@dataclass(frozen=True, slots=True)
 class _Chain:
+    """A dotted name as written (``torch.version.cuda``): its nodes, its parts, its scope."""
+
     nodes: list[cst.BaseExpression]
     parts: list[str]
     scope: _Scope
+
+
+class ImportSite(NamedTuple):
+    """An import that a rule's modules cover."""
+
+    rule: Rule
+    statement: cst.CSTNode
+    full: str  #: the imported name in full
+    node: cst.BaseExpression  #: where to report: the alias, or the ``from`` module
+    shown: str  #: the module the message names
+
+
+class UsedImport(NamedTuple):
+    """An import whose attribute uses its rule wants reported (``uses = true``)."""
+
+    rule: Rule
+    statement: cst.CSTNode
+    local: str  #: the name the import binds
+    scope: _Scope
+
+
+class CallSite(NamedTuple):
+    call: cst.Call
+    scope: _Scope
+
+
+class CompareSite(NamedTuple):
+    comparison: cst.Comparison
+    scope: _Scope
+
+
+class AttributeStore(NamedTuple):
+    """``a.b.c = value``: a store into a dotted chain (resolved later)."""
+
+    chain: _Chain
+    value: cst.BaseExpression
+
+
+class NamedStore(NamedTuple):
+    """``NAME = value`` or ``x.NAME = value``, known by the stored name alone."""
+
+    target: cst.BaseExpression
+    name: str
+    value: cst.BaseExpression
+
+
+class ItemStore(NamedTuple):
+    """``container[key] = value`` on a dotted container (also ``+=`` and ``.append``)."""
+
+    chain: _Chain
+    key: cst.BaseExpression
+    value: cst.BaseExpression
+
+
+class Region(NamedTuple):
+    """Code under a guard (see :mod:`portscan.match.guards`)."""
+
+    node: cst.CSTNode
+    guard: str
+
+
+class NameCheck(NamedTuple):
+    """Code under a condition that mentions these names (``if pynvml is not None:``)."""
+
+    node: cst.CSTNode
+    names: frozenset[str]
+
+
+# --------------------------------------------------------------------------- traversal
 
 
 class _Collector(Walker):
@@ -205,27 +306,22 @@ class _Collector(Walker):
         #: id(node) -> "truth" or "operand" for names whose use is known (default: "other")
         self.usage: dict[int, str] = {}
         self.chains: list[_Chain] = []
-        self.calls: list[tuple[cst.Call, _Scope]] = []
-        self.compares: list[tuple[cst.Comparison, _Scope]] = []
-        self.assigns: list[tuple[_Chain, cst.BaseExpression]] = []
-        #: plain-name assignments: (target node, its own name, value)
-        self.named_assigns: list[tuple[cst.BaseExpression, str, cst.BaseExpression]] = []
-        #: `x[key] = value` where x is a dotted chain (for os.environ): (chain, key node, value)
-        self.item_assigns: list[tuple[_Chain, cst.BaseExpression, cst.BaseExpression]] = []
+        self.calls: list[CallSite] = []
+        self.compares: list[CompareSite] = []
+        self.assigns: list[AttributeStore] = []
+        self.named_assigns: list[NamedStore] = []
+        #: for os.environ and extension build arguments
+        self.item_assigns: list[ItemStore] = []
         self.strings: list[cst.BaseExpression] = []
         #: ids of strings used as keys to look something up (``d["k"]``, ``d.get("k")``)
         self.lookup_keys: set[int] = set()
         #: id(string literal) -> the string values of the list/tuple/set literal holding it
         self.string_siblings: dict[int, frozenset[str]] = {}
-        #: nodes whose code is guarded (see portscan.match.guards), with the guard's name
-        self.regions: list[tuple[cst.CSTNode, str]] = []
+        self.regions: list[Region] = []
         self._flattened: set[int] = set()
-        #: (rule, import statement, imported full name, node to report, name to show)
-        self.import_sites: list[tuple[Rule, cst.CSTNode, str, cst.BaseExpression, str]] = []
-        #: imports whose uses a rule wants reported: (rule, statement, local name, scope)
-        self.use_imports: list[tuple[Rule, cst.CSTNode, str, _Scope]] = []
-        #: code under a condition on some names (``if pynvml is not None:``): (node, names)
-        self.name_checks: list[tuple[cst.CSTNode, frozenset[str]]] = []
+        self.import_sites: list[ImportSite] = []
+        self.use_imports: list[UsedImport] = []
+        self.name_checks: list[NameCheck] = []
 
     # -- helpers -----------------------------------------------------------------
 
@@ -410,11 +506,11 @@ class _Collector(Walker):
         index = self.index
         chain = dotted(target) if isinstance(target, cst.Attribute) else None
         if chain is not None and index.assigns:
-            self.assigns.append((_Chain(chain[0], chain[1], self.scope), value))
+            self.assigns.append(AttributeStore(_Chain(chain[0], chain[1], self.scope), value))
         own_name = (target.value if isinstance(target, cst.Name)
                     else target.attr.value if isinstance(target, cst.Attribute) else None)
         if own_name in index.assign_names:
-            self.named_assigns.append((target, own_name, value))
+            self.named_assigns.append(NamedStore(target, own_name, value))
         self._record_item(target, value)
 
     def _record_item(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
@@ -425,8 +521,8 @@ class _Collector(Walker):
                 and isinstance(target.slice[0].slice, cst.Index)):
             container = dotted(target.value)
             if container is not None:
-                self.item_assigns.append((_Chain(container[0], container[1], self.scope),
-                                          target.slice[0].slice.value, value))
+                self.item_assigns.append(ItemStore(_Chain(container[0], container[1], self.scope),
+                                                   target.slice[0].slice.value, value))
 
     def visit_For(self, node: cst.For) -> bool:
         self._mark_operand(node.iter)
@@ -468,14 +564,14 @@ class _Collector(Walker):
                 top = full.split(".", 1)[0]
                 self.scope.bind(top, None if local else top)
             if not local:
-                for rule in self._import_rules(full):
-                    self.import_sites.append((rule, node, full, alias.name, full))
-                    self._want_uses(rule, node, alias.evaluated_alias or full.split(".", 1)[0])
+                for rule, p in self._import_rules(full):
+                    self.import_sites.append(ImportSite(rule, node, full, alias.name, full))
+                    self._want_uses(rule, p, node, alias.evaluated_alias or full.split(".", 1)[0])
         return False
 
-    def _want_uses(self, rule: Rule, node: cst.CSTNode, local: str) -> None:
-        if isinstance(rule.pattern, ImportPattern) and rule.pattern.uses:
-            self.use_imports.append((rule, node, local, self.scope))
+    def _want_uses(self, rule: Rule, p: ImportPattern, node: cst.CSTNode, local: str) -> None:
+        if p.uses:
+            self.use_imports.append(UsedImport(rule, node, local, self.scope))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         relative = bool(node.relative)
@@ -483,29 +579,26 @@ class _Collector(Walker):
         local = relative or module == "__future__" or self._is_first_party(module)
         if isinstance(node.names, cst.ImportStar):
             if not local:
-                for rule in self._import_rules(module):
-                    self.import_sites.append((rule, node, module, node.module, module))  # type: ignore[arg-type]
+                for rule, _ in self._import_rules(module):
+                    self.import_sites.append(ImportSite(rule, node, module, node.module, module))  # type: ignore[arg-type]
             return False
         for alias in node.names:
             name = alias.evaluated_name
             full = f"{module}.{name}" if module else name
             self.scope.bind(alias.evaluated_alias or name, None if local else full)
             if not local:
-                for rule in self._import_rules(full):
-                    assert isinstance(rule.pattern, ImportPattern)
-                    if node.module is not None and any(
-                            is_at_or_below(module, m) for m in rule.pattern.modules):
-                        self.import_sites.append((rule, node, full, node.module, module))
+                for rule, p in self._import_rules(full):
+                    if node.module is not None and any(is_at_or_below(module, m) for m in p.modules):
+                        self.import_sites.append(ImportSite(rule, node, full, node.module, module))
                     else:
-                        self.import_sites.append((rule, node, full, alias.name, full))
-                    self._want_uses(rule, node, alias.evaluated_alias or name)
+                        self.import_sites.append(ImportSite(rule, node, full, alias.name, full))
+                    self._want_uses(rule, p, node, alias.evaluated_alias or name)
         return False
 
-    def _import_rules(self, full: str) -> Iterator[Rule]:
-        for rule in self.index.imports:
-            assert isinstance(rule.pattern, ImportPattern)
-            if any(is_at_or_below(full, m) for m in rule.pattern.modules):
-                yield rule
+    def _import_rules(self, full: str) -> Iterator[tuple[Rule, ImportPattern]]:
+        for rule, p in self.index.imports:
+            if any(is_at_or_below(full, m) for m in p.modules):
+                yield rule, p
 
     # -- expressions ---------------------------------------------------------------
 
@@ -540,7 +633,7 @@ class _Collector(Walker):
             else:
                 self._record_item(func.value, added)  # args["nvcc"].append("-O3")
         if self.index.wants_calls:
-            self.calls.append((node, self.scope))
+            self.calls.append(CallSite(node, self.scope))
         self._visit(node.func)
         for arg in node.args:
             self._visit(arg.value)
@@ -603,7 +696,7 @@ class _Collector(Walker):
                 self._mark_operand(right)
             left = right
         if self.index.compares:
-            self.compares.append((node, self.scope))
+            self.compares.append(CompareSite(node, self.scope))
         return True
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> bool:
@@ -622,7 +715,7 @@ class _Collector(Walker):
             if any(is_vendor_check(operand) for operand in operands):
                 # `torch.version.cuda is not None and cap >= (9, 0)`: the whole chain
                 # is vendor-aware, the check itself included
-                self.regions.extend((operand, VENDOR_BRANCH) for operand in operands)
+                self.regions.extend(Region(operand, VENDOR_BRANCH) for operand in operands)
         return True
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
@@ -640,13 +733,13 @@ class _Collector(Walker):
         self._mark_test(node.test)
         if not isinstance(node, cst.Assert):
             names = _names_in(node.test)
-            self.name_checks.extend((b, names) for b in (node.body, node.orelse) if b is not None)
+            self.name_checks.extend(NameCheck(b, names) for b in (node.body, node.orelse) if b is not None)
         if isinstance(node, (cst.If, cst.IfExp)):
             if isinstance(node, cst.If) and is_type_checking(node.test):
-                self.regions.append((node.body, TYPE_CHECKING))
+                self.regions.append(Region(node.body, TYPE_CHECKING))
             elif is_vendor_check(node.test):
                 branches = (node.body, node.orelse)
-                self.regions.extend((b, VENDOR_BRANCH) for b in branches if b is not None)
+                self.regions.extend(Region(b, VENDOR_BRANCH) for b in branches if b is not None)
         return True
 
     visit_If = visit_While = visit_IfExp = visit_Assert = _visit_condition
@@ -660,9 +753,9 @@ class _Collector(Walker):
                     and _ends_in_jump(statement.body)):
                 continue
             names = _names_in(statement.test)
-            self.name_checks.extend((rest, names) for rest in body[i + 1:])
+            self.name_checks.extend(NameCheck(rest, names) for rest in body[i + 1:])
             if not vendor and is_vendor_check(statement.test):
-                self.regions.extend((rest, VENDOR_BRANCH) for rest in body[i + 1:])
+                self.regions.extend(Region(rest, VENDOR_BRANCH) for rest in body[i + 1:])
                 vendor = True
         return True
 
@@ -670,7 +763,7 @@ class _Collector(Walker):
 
     def visit_Try(self, node: cst.Try | cst.TryStar) -> bool:
         if any(handler_falls_back(handler) for handler in node.handlers):
-            self.regions.append((node.body, FALLBACK))
+            self.regions.append(Region(node.body, FALLBACK))
         return True
 
     visit_TryStar = visit_Try
@@ -719,9 +812,8 @@ class _Resolver:
                     node = chain.nodes[j - 1]
                     usage = ("operand" if j < len(chain.parts)  # x.attr: attribute of the value
                              else self.c.usage.get(id(node), "other"))
-                    for rule in index.name_rules(qualified):
-                        assert isinstance(rule.pattern, NamePattern)
-                        if rule.code in done or rule.pattern.usage not in ("any", usage):
+                    for rule, p in index.name_rules(qualified):
+                        if rule.code in done or p.usage not in ("any", usage):
                             continue
                         done.add(rule.code)
                         self._hit(rule, id(node), node, name=qualified)
@@ -736,24 +828,22 @@ class _Resolver:
             names = self._callee_names(call, scope)
             if not names:
                 continue
-            for rule in index.calls:
-                assert isinstance(rule.pattern, CallPattern)
-                name = next((n for n in names for c in rule.pattern.callees if name_matches(n, c)), None)
-                if name is not None and all(_arg_ok(call, cond) for cond in rule.pattern.args):
+            for rule, p in index.calls:
+                name = next((n for n in names for c in p.callees if name_matches(n, c)), None)
+                if name is not None and all(_arg_ok(call, cond) for cond in p.args):
                     self._hit(rule, id(call), call, name=name)
             for name in names:
-                for rule in index.spawns.get(name, ()):
-                    self._spawn(rule, name, call, scope)
+                for rule, spawn in index.spawns.get(name, ()):
+                    self._spawn(rule, spawn, name, call, scope)
 
-    def _spawn(self, rule: Rule, callee: str, call: cst.Call, scope: _Scope) -> None:
-        assert isinstance(rule.pattern, SubprocessPattern)
+    def _spawn(self, rule: Rule, p: SubprocessPattern, callee: str, call: cst.Call, scope: _Scope) -> None:
         position = 1 if callee.startswith("os.spawn") else 0
         command = _argument(call, position, "args")
         if command is None:
             return
         for word, node in self._commands(command, scope, 0):
             program = program_name(word)
-            if program in rule.pattern.programs:
+            if program in p.programs:
                 self._hit(rule, id(node), node, program=program)
 
     def _commands(self, expr: cst.BaseExpression, scope: _Scope, depth: int,
@@ -836,9 +926,7 @@ class _Resolver:
             if op in ("in", "not in"):
                 op = "contains" if op == "in" else "not contains"
         value = literal(other)
-        for rule in self.c.index.compares:
-            p = rule.pattern
-            assert isinstance(p, ComparePattern)
+        for rule, p in self.c.index.compares:
             name = next((n for n in names for c in p.callees if name_matches(n, c)), None)
             if name is None:
                 continue
@@ -866,9 +954,8 @@ class _Resolver:
     def _assigns(self) -> None:
         for chain, value in self.c.assigns:
             for qualified in chain.scope.qualified(chain.parts):
-                for rule in self.c.index.assigns.get(qualified, ()):
-                    assert isinstance(rule.pattern, AssignPattern)
-                    if rule.pattern.values and not literal_in(literal(value), rule.pattern.values):
+                for rule, p in self.c.index.assigns.get(qualified, ()):
+                    if p.values and not literal_in(literal(value), p.values):
                         continue
                     node = chain.nodes[-1]
                     self._hit(rule, id(node), node, name=qualified,
@@ -877,9 +964,8 @@ class _Resolver:
 
     def _named_assigns(self) -> None:
         for target, name, value in self.c.named_assigns:
-            for rule in self.c.index.assign_names[name]:
-                assert isinstance(rule.pattern, AssignPattern)
-                if not rule.pattern.values or literal_in(literal(value), rule.pattern.values):
+            for rule, p in self.c.index.assign_names[name]:
+                if not p.values or literal_in(literal(value), p.values):
                     self._hit(rule, id(target), target, name=name,
                               value=source_snippet(self.module, value))
 
@@ -908,9 +994,7 @@ class _Resolver:
 
     def _env_hit(self, key: cst.BaseExpression, value: cst.BaseExpression) -> None:
         name = key.value if isinstance(key, cst.Name) else string_text(key)
-        for rule in self.c.index.envs.get(name or "", ()):
-            p = rule.pattern
-            assert isinstance(p, EnvPattern)
+        for rule, p in self.c.index.envs.get(name or "", ()):
             if p.values and not literal_in(literal(value), p.values):
                 continue
             if p.regex is not None and not p.regex.search(string_text(value) or ""):
@@ -923,9 +1007,8 @@ class _Resolver:
                 continue  # a key looked up in a mapping names, it does not request
             text = string_text(node)
             siblings = self.c.string_siblings.get(id(node), frozenset())
-            for rule in self.c.index.strings.get(text or "", ()):
-                assert isinstance(rule.pattern, StringPattern)
-                if not siblings.intersection(rule.pattern.unless):
+            for rule, p in self.c.index.strings.get(text or "", ()):
+                if not siblings.intersection(p.unless):
                     self._hit(rule, id(node), node, value=text or "")
 
 
@@ -991,12 +1074,10 @@ class _Resolver:
         for call, scope in self.c.calls:
             if not set(self._callee_names(call, scope)) & EXTENSION_BUILDERS:
                 continue
-            for argument in {r.pattern.argument for r in rules}:  # type: ignore[union-attr]
+            for argument in {p.argument for _, p in rules}:
                 for node in self._build_values(call, argument, scope):
                     value = string_text(node) or ""
-                    for rule in rules:
-                        p = rule.pattern
-                        assert isinstance(p, BuildArgPattern)
+                    for rule, p in rules:
                         if p.argument == argument and any(fnmatchcase(value, g) for g in p.values):
                             self._hit(rule, id(node), node, value=value, argument=argument)
 
