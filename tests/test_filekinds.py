@@ -55,3 +55,11 @@ def test_every_kind_on_the_cuda_surface_matches_kernel_sources() -> None:
     for pattern in KINDS.values():
         if "cuda" in pattern.surfaces:
             assert issubclass(pattern, KernelKind), pattern.kind
+
+
+def test_every_kind_on_the_python_surface_is_filed_for_the_walk() -> None:
+    """A Python kind missing from the index would silently match nothing."""
+    from portscan.match.python import _INDEXERS
+
+    python = {pattern for pattern in KINDS.values() if "python" in pattern.surfaces}
+    assert python == set(_INDEXERS)

@@ -9,7 +9,6 @@ from portscan.kinds.common import PYTHON, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
 
-
 BUILD_ARGUMENTS = ("nvcc", "cxx", "libraries", "extra_link_args")
 
 

@@ -9,7 +9,6 @@ from portscan.kinds.common import PYTHON, code_list
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import Literal, PatternError, TableReader
 
-
 #: Written with the call on the left: ``f() in (...)`` is "in"; ``"x" in f()`` is "contains".
 COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in", "contains", "not contains")
 

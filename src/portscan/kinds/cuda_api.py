@@ -11,7 +11,6 @@ from portscan.kinds.sites import KernelSource, Span
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
 
-
 #: CUDA runtime, driver and library API identifiers (not macros) in kernel sources.
 CUDA_API_IDENTIFIERS = (r"\b(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cublas(?:Lt)?[A-Z]\w*|curand[A-Z]\w*"
                         r"|cusparse(?:Lt)?[A-Z]\w*|cufft[A-Z]\w*|cusolver\w*|nvrtc[A-Z]\w*"

@@ -9,9 +9,7 @@ from portscan.kinds.common import PYTHON, code_list
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import TableReader
 
-
 USAGES = ("any", "truth", "operand", "other")
-
 
 USAGE_TEXT = {
     "truth": "only where its truth value is used (`if x`, `x is None`, `x == \"...\"`, `bool(x)`)",

@@ -10,8 +10,10 @@ from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_l
 from portscan.ruleset.prefilter import Fragment, Token, regex_fragments
 from portscan.ruleset.table import PatternError, TableReader
 
-
 REQUIREMENT_SECTIONS = ("install", "optional", "build")
+#: setup() keywords that hold requirements, with the manifest section each counts as
+SETUP_REQUIREMENT_SECTIONS = {"install_requires": "install", "setup_requires": "build",
+                              "tests_require": "optional", "extras_require": "optional"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +69,3 @@ class RequirementPattern:
             text += f" installed from a URL matching `{self.url.pattern}`"
         return (text + ", in requirements files, `pyproject.toml`, `setup.py`/`setup.cfg`, conda "
                 "environments and `pip install` lines of Dockerfiles and shell scripts.")
-
-
-#: setup() keywords that hold requirements, with the manifest section each counts as
-SETUP_REQUIREMENT_SECTIONS = {"install_requires": "install", "setup_requires": "build",
-                              "tests_require": "optional", "extras_require": "optional"}

@@ -9,7 +9,6 @@ from portscan.kinds.common import PROGRAM, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
 
-
 #: Calls that start a process; their first argument is a command line or argv list.
 DEFAULT_SPAWN_CALLEES = (
     "subprocess.run",

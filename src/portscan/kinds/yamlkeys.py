@@ -10,7 +10,6 @@ from portscan.kinds.common import code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import Literal, TableReader
 
-
 _YAML_PATH = re.compile(r"^(\*|[\w-]+)(\.(\*|[\w-]+))*$")
 
 
