@@ -63,3 +63,17 @@ def test_every_kind_on_the_python_surface_is_filed_for_the_walk() -> None:
 
     python = {pattern for pattern in KINDS.values() if "python" in pattern.surfaces}
     assert python == set(_INDEXERS)
+
+
+@pytest.mark.parametrize(("method", "protocol"), [
+    ("match_kernel", "KernelKind"), ("matches_requirement", "RequirementKind"),
+    ("matches_index", "IndexKind"), ("matches_env", "EnvKind"), ("matches_image", "ImageKind"),
+    ("matches_program", "ProgramKind"), ("matching_argument", "ArgumentKind"),
+])
+def test_a_kind_that_reads_a_site_implements_its_protocol(method: str, protocol: str) -> None:
+    """The text surfaces pick kinds by the method they have; the protocol is its contract."""
+    from portscan.kinds import sites
+
+    readers = [pattern for pattern in KINDS.values() if hasattr(pattern, method)]
+    assert readers
+    assert all(issubclass(pattern, getattr(sites, protocol)) for pattern in readers)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import ClassVar
 
 from portscan.kinds.common import PROGRAM, code_list
@@ -36,3 +38,11 @@ class CommandPattern:
         sub = f" {'/'.join(self.subcommands)}" if self.subcommands else ""
         return (f"{code_list(self.programs)}{sub} run with an argument matching "
                 f"{code_list(self.args)}, in shell scripts and Dockerfile `RUN` lines.")
+
+    def matching_argument(self, program: str, args: Sequence[str]) -> int | None:
+        """The first argument matching one of ``args``, once the program and subcommand fit."""
+        if program not in self.programs:
+            return None
+        if self.subcommands and (not args or args[0] not in self.subcommands):
+            return None
+        return next((i for i, arg in enumerate(args) if any(fnmatchcase(arg, g) for g in self.args)), None)

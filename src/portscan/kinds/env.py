@@ -39,3 +39,11 @@ class EnvPattern:
         values = f" to {code_list(map(repr, self.values))}" if self.values else ""
         return (f"Setting the environment variable {code_list(self.names)}{values} from Python "
                 "(`os.environ[...] = ...`, `os.environ.setdefault`, `os.environ.update`, `os.putenv`).")
+
+    def matches_env(self, name: str, value: str) -> bool:
+        """On the text surfaces, where every value is a string (Python compares literals)."""
+        if name not in self.names:
+            return False
+        if self.values and value not in [str(v) for v in self.values]:
+            return False
+        return self.regex is None or self.regex.search(value) is not None

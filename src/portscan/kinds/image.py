@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import ClassVar
 
 from portscan.kinds.common import code_list
@@ -33,3 +34,8 @@ class ImagePattern:
         tags = f" with a tag matching {code_list(self.tags)}" if self.tags else ""
         return (f"Container images matching {code_list(self.images)}{tags}: Dockerfile "
                 "`FROM` lines and docker-compose `image:` keys.")
+
+    def matches_image(self, name: str, bare: str, tag: str) -> bool:
+        if not any(fnmatchcase(name, g) or fnmatchcase(bare, g) for g in self.images):
+            return False
+        return not self.tags or any(fnmatchcase(tag, g) for g in self.tags)

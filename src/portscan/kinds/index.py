@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import ClassVar
 
 from portscan.kinds.common import PYTHON, MANIFESTS, code_list
@@ -42,3 +43,7 @@ class IndexPattern:
         if self.channels:
             parts.append(f"conda channels {code_list(self.channels)}")
         return "Use of " + " and ".join(parts) + "."
+
+    def matches_index(self, url: str, channel: bool) -> bool:
+        globs = self.channels if channel else self.urls
+        return any(fnmatchcase(url.rstrip("/"), g.rstrip("/")) for g in globs)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import ClassVar
 
 from portscan.bounded import Regex
+from portscan.kinds.sites import RequirementSite
 from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_list
 from portscan.ruleset.prefilter import Fragment, Token, regex_fragments
 from portscan.ruleset.table import PatternError, TableReader
@@ -69,3 +71,15 @@ class RequirementPattern:
             text += f" installed from a URL matching `{self.url.pattern}`"
         return (text + ", in requirements files, `pyproject.toml`, `setup.py`/`setup.cfg`, conda "
                 "environments and `pip install` lines of Dockerfiles and shell scripts.")
+
+    def matches_requirement(self, site: RequirementSite) -> bool:
+        if not any(fnmatchcase(site.name, glob) for glob in self.names):
+            return False
+        if self.extras and not any(fnmatchcase(e, g) for e in site.extras for g in self.extras):
+            return False
+        if self.local_versions and not any(fnmatchcase(label, g) for label in site.local_labels
+                                           for g in self.local_versions):
+            return False
+        if self.url is not None and not (site.url and self.url.search(site.url)):
+            return False
+        return site.section in self.sections

@@ -8,7 +8,7 @@ surface only reads and locates, so a new kind needs no edit to the surface.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -34,3 +34,58 @@ class KernelKind(Protocol):
     """A match kind for the ``cuda`` surface."""
 
     def match_kernel(self, source: KernelSource) -> Iterator[Span]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RequirementSite:
+    """A package requirement as a manifest states it, normalised for matching."""
+
+    name: str  #: PEP 503-normalised
+    extras: tuple[str, ...]  #: normalised
+    local_labels: tuple[str, ...]  #: the local labels of ``==`` pins (``cu118``)
+    url: str | None  #: a direct reference (``@ git+https://...``)
+    section: str  #: ``install``, ``optional`` or ``build``
+
+
+@runtime_checkable
+class RequirementKind(Protocol):
+    """A kind that matches package requirements, on every manifest surface."""
+
+    def matches_requirement(self, site: RequirementSite) -> bool: ...
+
+
+@runtime_checkable
+class IndexKind(Protocol):
+    """A kind that matches package indexes (or, with ``channel``, conda channels)."""
+
+    def matches_index(self, url: str, channel: bool) -> bool: ...
+
+
+@runtime_checkable
+class EnvKind(Protocol):
+    """A kind that matches environment variables set in text (every value a string)."""
+
+    def matches_env(self, name: str, value: str) -> bool: ...
+
+
+@runtime_checkable
+class ImageKind(Protocol):
+    """A kind that matches container images: ``name`` as written, ``bare`` without
+    ``docker.io/`` and ``library/``, and the tag."""
+
+    def matches_image(self, name: str, bare: str, tag: str) -> bool: ...
+
+
+@runtime_checkable
+class ProgramKind(Protocol):
+    """A kind that matches the program a shell command runs."""
+
+    def matches_program(self, program: str) -> bool: ...
+
+
+@runtime_checkable
+class ArgumentKind(Protocol):
+    """A kind that matches a shell command by its arguments: the index of the argument
+    to report, or None."""
+
+    def matching_argument(self, program: str, args: Sequence[str]) -> int | None: ...

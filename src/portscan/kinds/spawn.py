@@ -58,3 +58,6 @@ class SubprocessPattern:
         return (f"Running {code_list(self.programs)}: from Python through `subprocess`, "
                 "`os.system`, `os.popen` and friends (argv lists, shell command lines, "
                 "`shlex.split(...)`), in shell scripts, and in Dockerfile `RUN`/`CMD` lines.")
+
+    def matches_program(self, program: str) -> bool:
+        return program in self.programs

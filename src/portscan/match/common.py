@@ -1,12 +1,15 @@
 """Checks shared by the non-Python surfaces: requirements, package indexes, environment
-variables, container images and shell commands. Each returns :class:`Match` values at
-the offsets it is given, so every surface reports on the exact text."""
+variables, container images and shell commands. Each reads a site (a requirement, a URL,
+``NAME=value``, an image reference, a command) and asks every kind that matches such
+sites (:mod:`portscan.kinds.sites`) whether it does; it returns :class:`Match` values at
+the offsets it is given, so every surface reports on the exact text. A kind says which
+sites it reads by the methods it has; the checks test for the method (``hasattr``), as
+a protocol ``isinstance`` check would cost microseconds per rule and site."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from fnmatch import fnmatchcase
 
 from urllib.parse import unquote
 
@@ -16,13 +19,8 @@ from packaging.version import InvalidVersion, Version
 
 from portscan.match import Match
 from portscan.match.commands import Command, Word, pip_arguments
-from portscan.kinds.command import CommandPattern
 from portscan.kinds.common import normalize_name
-from portscan.kinds.env import EnvPattern
-from portscan.kinds.image import ImagePattern
-from portscan.kinds.index import IndexPattern
-from portscan.kinds.requirement import RequirementPattern
-from portscan.kinds.spawn import SubprocessPattern
+from portscan.kinds.sites import RequirementSite
 from portscan.ruleset.schema import Rule
 
 _CONDA_SPEC = re.compile(r"^\s*(?:[\w.-]+::)?(?P<name>[A-Za-z0-9_][\w.-]*)\s*(?P<rest>.*)$")
@@ -86,25 +84,13 @@ def parse_requirement(text: str, conda: bool = False) -> Requirement | None:
 def requirement_rules(requirement: Requirement, rules: Sequence[Rule], section: str = "install",
                       ) -> Iterator[Rule]:
     """Rules whose requirement pattern this requirement meets."""
-    name = normalize_name(requirement.name)
-    extras = [normalize_name(e) for e in requirement.extras]
-    labels = _local_labels(requirement)
+    site = RequirementSite(normalize_name(requirement.name),
+                           tuple(normalize_name(e) for e in requirement.extras),
+                           tuple(_local_labels(requirement)), requirement.url, section)
     for rule in rules:
-        p = rule.pattern
-        if not isinstance(p, RequirementPattern):
-            continue
-        if not any(fnmatchcase(name, glob) for glob in p.names):
-            continue
-        if p.extras and not any(fnmatchcase(e, g) for e in extras for g in p.extras):
-            continue
-        if p.local_versions and not any(fnmatchcase(label, g) for label in labels
-                                        for g in p.local_versions):
-            continue
-        if p.url is not None and not (requirement.url and p.url.search(requirement.url)):
-            continue
-        if section not in p.sections:
-            continue
-        yield rule
+        accepts = getattr(rule.pattern, "matches_requirement", None)  # a RequirementKind
+        if accepts is not None and accepts(site):
+            yield rule
 
 
 def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: bool = False,
@@ -127,11 +113,9 @@ def index_matches(url: str, start: int, rules: Sequence[Rule], channel: bool = F
     """Matches for an index URL (or a conda channel) found at offset ``start``."""
     matches = []
     for rule in rules:
-        p = rule.pattern
-        if isinstance(p, IndexPattern):
-            globs = p.channels if channel else p.urls
-            if any(fnmatchcase(url.rstrip("/"), g.rstrip("/")) for g in globs):
-                matches.append(Match(rule, start, start + len(url), {"url": url}))
+        accepts = getattr(rule.pattern, "matches_index", None)  # an IndexKind
+        if accepts is not None and accepts(url, channel):
+            matches.append(Match(rule, start, start + len(url), {"url": url}))
     return matches
 
 
@@ -139,18 +123,10 @@ def index_matches(url: str, start: int, rules: Sequence[Rule], channel: bool = F
 def env_matches(name: str, value: object, start: int, rules: Sequence[Rule]) -> list[Match]:
     """Matches of ``env`` rules for ``name=value`` set at offset ``start`` (non-Python
     surfaces, where every value is text)."""
-    matches = []
-    for rule in rules:
-        p = rule.pattern
-        if not isinstance(p, EnvPattern) or name not in p.names:
-            continue
-        text = str(value)
-        if p.values and text not in [str(v) for v in p.values]:
-            continue
-        if p.regex is not None and not p.regex.search(text):
-            continue
-        matches.append(Match(rule, start, start + len(name), {"name": name, "value": text}))
-    return matches
+    text = str(value)
+    return [Match(rule, start, start + len(name), {"name": name, "value": text})
+            for rule in rules if hasattr(rule.pattern, "matches_env")  # an EnvKind
+            and rule.pattern.matches_env(name, text)]
 
 
 def split_image(reference: str) -> tuple[str, str]:
@@ -169,17 +145,9 @@ def image_matches(reference: str, start: int, rules: Sequence[Rule]) -> list[Mat
         return []  # set through ARG/variables: not resolved
     name, tag = split_image(reference)
     bare = name.removeprefix("docker.io/").removeprefix("library/")
-    matches = []
-    for rule in rules:
-        p = rule.pattern
-        if not isinstance(p, ImagePattern):
-            continue
-        if not any(fnmatchcase(name, g) or fnmatchcase(bare, g) for g in p.images):
-            continue
-        if p.tags and not any(fnmatchcase(tag, g) for g in p.tags):
-            continue
-        matches.append(Match(rule, start, start + len(reference), {"image": reference}))
-    return matches
+    return [Match(rule, start, start + len(reference), {"image": reference})
+            for rule in rules if hasattr(rule.pattern, "matches_image")  # an ImageKind
+            and rule.pattern.matches_image(name, bare, tag)]
 
 
 def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
@@ -187,7 +155,7 @@ def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
     """Everything a shell command can trip: the program it runs (``subprocess`` rules),
     its arguments (``command`` rules), variables it sets (``env`` rules) and the packages
     and indexes of ``pip install`` / ``conda install`` (``requirement``/``index`` rules)."""
-    env_rules = [r for r in rules if isinstance(r.pattern, EnvPattern)]
+    env_rules = [r for r in rules if hasattr(r.pattern, "matches_env")]  # EnvKinds
     for command in commands:
         for word in command.assignments:
             name, _, value = word.value.partition("=")
@@ -196,20 +164,20 @@ def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
             continue
         program = command.program
         head = command.words[0]
+        args = command.args
         for rule in rules:
             p = rule.pattern
-            if isinstance(p, SubprocessPattern) and program in p.programs:
-                yield Match(rule, head.start, head.end, {"program": program})
-            elif isinstance(p, EnvPattern) and program in ("docker", "podman", "nerdctl"):
-                yield from _container_env(command, rule)
-            elif isinstance(p, CommandPattern) and program in p.programs:
-                args = command.args
-                if p.subcommands and (not args or args[0].value not in p.subcommands):
-                    continue
-                for arg in args:
-                    if any(fnmatchcase(arg.value, g) for g in p.args):
-                        yield Match(rule, arg.start, arg.end, {"program": program, "arg": arg.value})
-                        break
+            if hasattr(p, "matches_program"):  # a ProgramKind
+                if p.matches_program(program):
+                    yield Match(rule, head.start, head.end, {"program": program})
+            elif hasattr(p, "matches_env"):  # an EnvKind
+                if program in ("docker", "podman", "nerdctl"):
+                    yield from _container_env(command, rule)
+            elif hasattr(p, "matching_argument"):  # an ArgumentKind
+                found = p.matching_argument(program, [arg.value for arg in args])
+                if found is not None:
+                    arg = args[found]
+                    yield Match(rule, arg.start, arg.end, {"program": program, "arg": arg.value})
         pip = pip_arguments(command)
         if pip is not None:
             requirements, indexes = pip

@@ -13,8 +13,6 @@ from yaml import Node
 
 from portscan.match import Match
 from portscan.match.common import env_matches, image_matches
-from portscan.kinds.env import EnvPattern
-from portscan.kinds.image import ImagePattern
 from portscan.kinds.yamlkeys import YamlPattern
 from portscan.ruleset.schema import Rule
 
@@ -105,11 +103,11 @@ def match_compose(text: str, rules: Sequence[Rule]) -> list[Match]:
     if root is None:
         return []
     matches = yaml_matches(root, rules)
-    if any(isinstance(r.pattern, ImagePattern) for r in rules):
+    if any(hasattr(r.pattern, "matches_image") for r in rules):  # an ImageKind
         for _, node in walk(root, ["services", "*", "image"]):
             if isinstance(node, yaml.ScalarNode):
                 matches += image_matches(node.value, node.start_mark.index, rules)
-    env_rules = [r for r in rules if isinstance(r.pattern, EnvPattern)]
+    env_rules = [r for r in rules if hasattr(r.pattern, "matches_env")]  # an EnvKind
     for _, node in walk(root, ["services", "*", "environment"]):
         if isinstance(node, yaml.SequenceNode):  # - KEY=value
             for item in scalar_items(node):
