@@ -15,8 +15,8 @@ from libcst.metadata import ClassScope, GlobalScope
 from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
 from portscan.ruleset.fixspec import FixSpec, Replace
 from portscan.match import Match
-from portscan.match.syntax import MISSING, Walker, literal, literal_in
-from portscan.ruleset.table import Literal
+from portscan.match.syntax import Walker, literal
+from portscan.ruleset.table import MISSING, Literal, literal_in
 
 Template = Callable[[FixContext, Match, FixSpec], "Edit | Declined | None"]
 

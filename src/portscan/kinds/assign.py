@@ -7,7 +7,7 @@ from typing import ClassVar
 
 from portscan.kinds.common import PYTHON, code_list
 from portscan.ruleset.prefilter import Token, qualified_sets
-from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader
+from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader, literal_in
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,3 +41,7 @@ class AssignPattern:
         if self.targets:
             return f"Assignments to {code_list(self.targets)}{values}."
         return f"Assignments to variables or attributes named {code_list(self.names)}{values}."
+
+    def accepts_value(self, value: object) -> bool:
+        """``value``: the assigned literal, or ``MISSING`` when it is not one."""
+        return not self.values or literal_in(value, self.values)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from typing import ClassVar
 
 from portscan.kinds.common import PYTHON, code_list
@@ -37,3 +38,6 @@ class BuildArgPattern:
         return (f"`{self.argument}` values matching {code_list(self.values)} given to "
                 "`CUDAExtension`, `CppExtension`, `load` or `load_inline`, followed through "
                 "variables, `+=` and `.append`.")
+
+    def accepts(self, argument: str, value: str) -> bool:
+        return self.argument == argument and any(fnmatchcase(value, glob) for glob in self.values)

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from portscan.bounded import Regex
-from portscan.kinds.common import PYTHON, WORDISH, code_list
+from portscan.kinds.common import PYTHON, WORDISH, code_list, name_matches
+from portscan.kinds.sites import ArgumentSite
 from portscan.ruleset.prefilter import Token, qualified_sets, regex_fragments
-from portscan.ruleset.table import Literal, PatternError, TableReader
+from portscan.ruleset.table import Literal, PatternError, TableReader, literal_in
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +54,22 @@ class ArgCondition:
         if given != 1:
             raise PatternError(r.where, "give exactly one of `equals`, `contains`, `present`, `regex`")
         return condition
+
+
+    def accepts(self, argument: ArgumentSite | None, hidden: bool) -> bool:
+        """``argument``: the call's argument at this keyword or position (None: absent);
+        ``hidden``: the call passes ``**kwargs``, which might carry it."""
+        if self.present is not None:
+            if argument is None and hidden:
+                return False  # **kwargs might carry it: don't guess
+            return (argument is not None) == self.present
+        if argument is None:
+            return False
+        if self.equals:
+            return literal_in(argument.value, self.equals)
+        if self.regex is not None:
+            return argument.text is not None and self.regex.search(argument.text) is not None
+        return any(literal_in(item, self.contains) for item in argument.items)
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,3 +121,7 @@ class CallPattern:
             else:
                 conditions.append(f"the argument at {where} is {'present' if c.present else 'absent'}")
         return text + (", where " + "; ".join(conditions) if conditions else "") + "."
+
+    def matched_callee(self, names: list[str]) -> str | None:
+        """The first of a call's qualified names (``names``) that is one of the callees."""
+        return next((n for n in names for c in self.callees if name_matches(n, c)), None)

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from portscan.kinds.common import PYTHON, code_list
+from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
-from portscan.ruleset.table import Literal, PatternError, TableReader
+from portscan.ruleset.table import MISSING, Literal, PatternError, TableReader, literal_in
 
 #: Written with the call on the left: ``f() in (...)`` is "in"; ``"x" in f()`` is "contains".
 COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in", "contains", "not contains")
@@ -64,3 +64,31 @@ class ComparePattern:
         if self.values:
             text += f", against {code_list(map(repr, self.values))}"
         return text + "."
+
+    def matched_callee(self, names: list[str], accessor: tuple[str, object] | None, op: str,
+                       value: object) -> str | None:
+        """The callee a comparison matches, or None. ``names``: the qualified names of the
+        call in the operand; ``accessor``: ``("index", i)`` or ``("attr", a)`` when the operand
+        is ``f()[i]`` or ``f().a``; ``op`` written with the call on the left; ``value``: the
+        other operand's literal value, or ``MISSING``."""
+        name = next((n for n in names for c in self.callees if name_matches(n, c)), None)
+        if name is None:
+            return None
+        if self.attributes:
+            if accessor is None or accessor[0] != "attr" or accessor[1] not in self.attributes:
+                return None
+        elif accessor is not None and accessor[0] == "attr":
+            return None
+        if self.indices and accessor is not None and accessor[0] == "index" and accessor[1] not in self.indices:
+            return None
+        if self.operators and op not in self.operators:
+            return None
+        if self.values:
+            if value is MISSING:
+                return None
+            if op in ("in", "not in") and isinstance(value, tuple):
+                if not any(literal_in(item, self.values) for item in value):
+                    return None
+            elif not literal_in(value, self.values):
+                return None
+        return name

@@ -8,7 +8,7 @@ from typing import ClassVar
 from portscan.bounded import Regex
 from portscan.kinds.common import code_list
 from portscan.ruleset.prefilter import Token
-from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader
+from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader, literal_in
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,3 +47,9 @@ class EnvPattern:
         if self.values and value not in [str(v) for v in self.values]:
             return False
         return self.regex is None or self.regex.search(value) is not None
+
+    def accepts_python_value(self, value: object, text: str | None) -> bool:
+        """In Python: ``value`` the literal set (or ``MISSING``), ``text`` its string (or None)."""
+        if self.values and not literal_in(value, self.values):
+            return False
+        return self.regex is None or self.regex.search(text or "") is not None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from portscan.kinds.common import PYTHON, code_list
+from portscan.kinds.common import PYTHON, code_list, is_at_or_below
 from portscan.ruleset.prefilter import Token, import_anchor, segment_sets
 from portscan.ruleset.table import PatternError, TableReader
 
@@ -38,3 +38,7 @@ class ImportPattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         return f"Imports of {code_list(self.modules)} or any module below them, however spelled " \
                "(`import m`, `import m.sub as x`, `from m import n`)."
+
+    def covers(self, name: str) -> bool:
+        """Is ``name`` one of the modules or below one (``apex.amp`` under ``apex``)?"""
+        return any(is_at_or_below(name, module) for module in self.modules)

@@ -45,3 +45,7 @@ class NamePattern:
         usage = USAGE_TEXT[self.usage]
         return (f"Uses of {code_list(self.names)}, resolved through import aliases"
                 + (f", {usage}." if usage else "."))
+
+    def accepts_usage(self, usage: str) -> bool:
+        """``usage`` is how a use treats the value: ``truth``, ``operand`` or ``other``."""
+        return self.usage in ("any", usage)

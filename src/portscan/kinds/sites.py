@@ -89,3 +89,15 @@ class ArgumentKind(Protocol):
     to report, or None."""
 
     def matching_argument(self, program: str, args: Sequence[str]) -> int | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ArgumentSite:
+    """One argument of a Python call, found by keyword or position, as a condition on it
+    reads it (see ``ArgCondition.accepts``)."""
+
+    value: object  #: its literal value, or ``MISSING`` (:mod:`portscan.ruleset.table`)
+    text: str | None  #: its text, when it is a string literal
+    #: the literal values of a list, tuple or set literal's items (an ORT-style
+    #: ``("Provider", {...})`` item counts by its first element); () for anything else
+    items: tuple[object, ...] = ()

@@ -33,3 +33,7 @@ class StringPattern:
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         return f"String literals {code_list(map(repr, self.values))} outside docstrings."
+
+    def accepts_siblings(self, siblings: frozenset[str]) -> bool:
+        """``siblings``: the strings of the list, tuple or set literal holding this one."""
+        return not siblings.intersection(self.unless)

@@ -6,7 +6,9 @@ pattern kind cares about, as typed records (:class:`ImportSite`, :class:`CallSit
 dotted-name chains, strings, guarded :class:`Region` s). Qualified names are resolved
 afterwards, only for those candidates, with the whole file's bindings known, so a name
 used above the import that binds it resolves the way Python would resolve it at run
-time. Rules reach the walk through :class:`_Index`, filed by kind (:data:`_INDEXERS`).
+time. Rules reach the walk through :class:`_Index`, filed by kind (:data:`_INDEXERS`);
+each kind decides on the plain values the resolver reads off its sites (see
+:mod:`portscan.kinds`).
 
 Resolution follows libcst's ``QualifiedNameProvider`` semantics where they matter:
 flow-insensitive, any import binding of a name counts (``try: import x`` /
@@ -20,7 +22,6 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 from typing import Any, NamedTuple
 
 import libcst as cst
@@ -38,23 +39,22 @@ from portscan.match.guards import (
 )
 from portscan.match.locate import locate
 from portscan.match.syntax import (
-    MISSING,
     Walker,
     children,
     SHELLS,
     dotted,
     literal,
-    literal_in,
     program_name,
     shell_programs,
     source_snippet,
     string_text,
 )
+from portscan.kinds.sites import ArgumentSite
 from portscan.match.common import parse_requirement, requirement_rules
 from portscan.kinds.assign import AssignPattern
 from portscan.kinds.build_arg import BuildArgPattern
 from portscan.kinds.calls import CallPattern
-from portscan.kinds.common import is_at_or_below, name_matches
+from portscan.kinds.common import name_matches
 from portscan.kinds.compare import ComparePattern
 from portscan.kinds.env import EnvPattern
 from portscan.kinds.imports import ImportPattern
@@ -588,7 +588,7 @@ class _Collector(Walker):
             self.scope.bind(alias.evaluated_alias or name, None if local else full)
             if not local:
                 for rule, p in self._import_rules(full):
-                    if node.module is not None and any(is_at_or_below(module, m) for m in p.modules):
+                    if node.module is not None and p.covers(module):
                         self.import_sites.append(ImportSite(rule, node, full, node.module, module))
                     else:
                         self.import_sites.append(ImportSite(rule, node, full, alias.name, full))
@@ -597,7 +597,7 @@ class _Collector(Walker):
 
     def _import_rules(self, full: str) -> Iterator[tuple[Rule, ImportPattern]]:
         for rule, p in self.index.imports:
-            if any(is_at_or_below(full, m) for m in p.modules):
+            if p.covers(full):
                 yield rule, p
 
     # -- expressions ---------------------------------------------------------------
@@ -813,7 +813,7 @@ class _Resolver:
                     usage = ("operand" if j < len(chain.parts)  # x.attr: attribute of the value
                              else self.c.usage.get(id(node), "other"))
                     for rule, p in index.name_rules(qualified):
-                        if rule.code in done or p.usage not in ("any", usage):
+                        if rule.code in done or not p.accepts_usage(usage):
                             continue
                         done.add(rule.code)
                         self._hit(rule, id(node), node, name=qualified)
@@ -829,8 +829,9 @@ class _Resolver:
             if not names:
                 continue
             for rule, p in index.calls:
-                name = next((n for n in names for c in p.callees if name_matches(n, c)), None)
-                if name is not None and all(_arg_ok(call, cond) for cond in p.args):
+                name = p.matched_callee(names)
+                if name is not None and all(cond.accepts(_argument_site(call, cond.position, cond.keyword),
+                                                         _passes_kwargs(call)) for cond in p.args):
                     self._hit(rule, id(call), call, name=name)
             for name in names:
                 for rule, spawn in index.spawns.get(name, ()):
@@ -843,7 +844,7 @@ class _Resolver:
             return
         for word, node in self._commands(command, scope, 0):
             program = program_name(word)
-            if program in p.programs:
+            if program is not None and p.matches_program(program):
                 self._hit(rule, id(node), node, program=program)
 
     def _commands(self, expr: cst.BaseExpression, scope: _Scope, depth: int,
@@ -927,35 +928,16 @@ class _Resolver:
                 op = "contains" if op == "in" else "not contains"
         value = literal(other)
         for rule, p in self.c.index.compares:
-            name = next((n for n in names for c in p.callees if name_matches(n, c)), None)
-            if name is None:
-                continue
-            if p.attributes:
-                if accessor is None or accessor[0] != "attr" or accessor[1] not in p.attributes:
-                    continue
-            elif accessor is not None and accessor[0] == "attr":
-                continue
-            if p.indices and accessor is not None and accessor[0] == "index" \
-                    and accessor[1] not in p.indices:
-                continue
-            if p.operators and op not in p.operators:
-                continue
-            if p.values:
-                if value is MISSING:
-                    continue
-                if op in ("in", "not in") and isinstance(value, tuple):
-                    if not any(literal_in(item, p.values) for item in value):
-                        continue
-                elif not literal_in(value, p.values):
-                    continue
-            self._hit(rule, id(comparison), comparison, name=name,
-                      value=source_snippet(self.module, other))
+            name = p.matched_callee(names, accessor, op, value)
+            if name is not None:
+                self._hit(rule, id(comparison), comparison, name=name,
+                          value=source_snippet(self.module, other))
 
     def _assigns(self) -> None:
         for chain, value in self.c.assigns:
             for qualified in chain.scope.qualified(chain.parts):
                 for rule, p in self.c.index.assigns.get(qualified, ()):
-                    if p.values and not literal_in(literal(value), p.values):
+                    if not p.accepts_value(literal(value)):
                         continue
                     node = chain.nodes[-1]
                     self._hit(rule, id(node), node, name=qualified,
@@ -965,7 +947,7 @@ class _Resolver:
     def _named_assigns(self) -> None:
         for target, name, value in self.c.named_assigns:
             for rule, p in self.c.index.assign_names[name]:
-                if not p.values or literal_in(literal(value), p.values):
+                if p.accepts_value(literal(value)):
                     self._hit(rule, id(target), target, name=name,
                               value=source_snippet(self.module, value))
 
@@ -995,9 +977,7 @@ class _Resolver:
     def _env_hit(self, key: cst.BaseExpression, value: cst.BaseExpression) -> None:
         name = key.value if isinstance(key, cst.Name) else string_text(key)
         for rule, p in self.c.index.envs.get(name or "", ()):
-            if p.values and not literal_in(literal(value), p.values):
-                continue
-            if p.regex is not None and not p.regex.search(string_text(value) or ""):
+            if not p.accepts_python_value(literal(value), string_text(value)):
                 continue
             self._hit(rule, id(key), key, name=name or "", value=source_snippet(self.module, value))
 
@@ -1008,7 +988,7 @@ class _Resolver:
             text = string_text(node)
             siblings = self.c.string_siblings.get(id(node), frozenset())
             for rule, p in self.c.index.strings.get(text or "", ()):
-                if not siblings.intersection(p.unless):
+                if p.accepts_siblings(siblings):
                     self._hit(rule, id(node), node, value=text or "")
 
 
@@ -1078,7 +1058,7 @@ class _Resolver:
                 for node in self._build_values(call, argument, scope):
                     value = string_text(node) or ""
                     for rule, p in rules:
-                        if p.argument == argument and any(fnmatchcase(value, g) for g in p.values):
+                        if p.accepts(argument, value):
                             self._hit(rule, id(node), node, value=value, argument=argument)
 
     def _build_values(self, call: cst.Call, argument: str, scope: _Scope
@@ -1139,27 +1119,23 @@ def _argument(call: cst.Call, position: int | None, keyword: str | None) -> cst.
     return None
 
 
-def _arg_ok(call: cst.Call, cond) -> bool:
-    value = _argument(call, cond.position, cond.keyword)
-    if cond.present is not None:
-        if value is None and any(arg.star == "**" for arg in call.args):
-            return False  # **kwargs might carry it: don't guess
-        return (value is not None) == cond.present
+def _argument_site(call: cst.Call, position: int | None, keyword: str | None) -> ArgumentSite | None:
+    """The argument at ``keyword`` or ``position`` as a kind's condition reads it."""
+    value = _argument(call, position, keyword)
     if value is None:
-        return False
-    if cond.equals:
-        return literal_in(literal(value), cond.equals)
-    if cond.regex is not None:
-        text = string_text(value)
-        return text is not None and cond.regex.search(text) is not None
+        return None
+    items: list[object] = []
     if isinstance(value, (cst.List, cst.Tuple, cst.Set)):
         for element in value.elements:
             item = element.value
             if isinstance(item, cst.Tuple) and item.elements:
                 item = item.elements[0].value  # ORT's ("Provider", {options}) form
-            if literal_in(literal(item), cond.contains):
-                return True
-    return False
+            items.append(literal(item))
+    return ArgumentSite(literal(value), string_text(value), tuple(items))
+
+
+def _passes_kwargs(call: cst.Call) -> bool:
+    return any(arg.star == "**" for arg in call.args)
 
 
 def _names_in(test: cst.CSTNode) -> frozenset[str]:

@@ -6,15 +6,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import posixpath
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 
 import libcst as cst
 
 from portscan.match import snippet
 from portscan.match.commands import SHELLS, commands
-from portscan.ruleset.table import Literal
+from portscan.ruleset.table import MISSING
 
-MISSING = object()  #: returned by :func:`literal` for anything that is not a literal
 
 #: fields that hold only whitespace, comments, brackets and punctuation
 _TRIVIA_FIELDS = frozenset({"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators",
@@ -126,13 +125,6 @@ def literal(node: cst.BaseExpression) -> object:
     return MISSING
 
 
-def literal_in(value: object, allowed: Sequence[Literal]) -> bool:
-    """Structural equality that keeps ``True`` apart from ``1``."""
-    return any(type(value) is type(a) and value == a for a in allowed) or any(
-        isinstance(value, (int, float)) and not isinstance(value, bool)
-        and isinstance(a, (int, float)) and not isinstance(a, bool) and value == a
-        for a in allowed
-    )
 
 
 def string_text(node: cst.BaseExpression) -> str | None:

@@ -7,11 +7,13 @@ targets), so that all of them report problems alike, as ``key: problem``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from portscan.bounded import Regex
 
 Literal = str | int | float | bool | tuple  # a literal value compared structurally
+MISSING = object()  #: the value of an expression that is not a literal (nothing is evaluated)
 
 DOTTED = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -121,3 +123,12 @@ def to_literal(value: Any, key: str) -> Literal:
     if isinstance(value, list):
         return tuple(to_literal(v, key) for v in value)
     raise PatternError(key, f"{value!r} is not a string, number, boolean or array")
+
+
+def literal_in(value: object, allowed: Sequence[Literal]) -> bool:
+    """Structural equality that keeps ``True`` apart from ``1``."""
+    return any(type(value) is type(a) and value == a for a in allowed) or any(
+        isinstance(value, (int, float)) and not isinstance(value, bool)
+        and isinstance(a, (int, float)) and not isinstance(a, bool) and value == a
+        for a in allowed
+    )

@@ -52,7 +52,8 @@ from portscan.fix.rewrite import EQUAL, FixContext, single_small
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 from portscan.fix.transforms.base import TransformResult, decline_all
 from portscan.match import Match
-from portscan.match.syntax import MISSING, Walker, dotted, literal
+from portscan.match.syntax import Walker, dotted, literal
+from portscan.ruleset.table import MISSING
 
 AMP = "apex.amp"
 INITIALIZE = {"apex.amp.initialize", "apex.amp.frontend.initialize"}
