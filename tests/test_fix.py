@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import libcst as cst
@@ -21,7 +22,7 @@ from portscan.fix import engine
 from portscan.fix.apply import fix_paths, write_atomic, FileChangedError
 from portscan.fix.engine import fix_source
 from portscan.fix.rewrite import Edit
-from portscan.scan import scan_paths
+from portscan.scan import scan_paths, scan_source
 
 from conftest import FIXTURE, REPO, SMOKE_TRAINING
 
@@ -321,6 +322,32 @@ def test_cuda_version_guard_only_where_it_keeps_meaning(rules, line: str, fixed:
     assert result.fixed == (source if fixed is None else f"import torch\n{fixed}\n")
     if fixed is None:
         assert result.not_fixed, "a declined site must say why"
+    # the scan decides the same per site: a value use is no longer shown as `[fix]`
+    marked = [f.fix for f in scan_source(source, "a.py", rules.select(["PS401"]))]
+    assert marked == ([] if not marked else [None if fixed is None else "safe"] * len(marked))
+    assert marked, "the line is reported either way"
+
+
+def test_not_fixed_lines_are_those_of_the_input(rules) -> None:
+    """A guard-import fix adds lines above a declined site; the message keeps the line
+    the user reads in the file as it was (``--diff`` included: nothing is written)."""
+    source = "import pynvml\nimport torch\n\nmajor = int(torch.version.cuda[0])\n"
+    result = fix_source(source, "a.py", rules.select(["PS602", "PS401"]))
+    assert result.changed and result.fixed.count("\n") > source.count("\n")
+    assert [(n.rule, n.line) for n in result.not_fixed] == [("PS401", 4)]
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in (REPO / "fixtures").iterdir() if p.is_dir()))
+@pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
+def test_fix_markers_equal_what_fix_applies(tmp_path: Path, rules, fixture: str, unsafe: bool) -> None:
+    """On every fixture, the findings a scan marks fixable (per file and rule) are
+    exactly those ``portscan fix`` (``--unsafe-fixes``) applies."""
+    root = REPO / "fixtures" / fixture
+    tiers = {"safe", "unsafe"} if unsafe else {"safe"}
+    marked = Counter((f.path, f.rule) for f in scan_paths([root], rules).findings if f.fix in tiers)
+    run = fix_paths([copy(root, tmp_path)], rules, unsafe=unsafe, write=False)
+    applied = Counter((f.path, a.rule) for f in run.files for a in f.applied)
+    assert applied == marked
 
 
 @pytest.mark.parametrize("source", [

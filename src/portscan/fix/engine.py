@@ -14,6 +14,7 @@ parse and, when the input compiled, compile, or the file is left as it was.
 from __future__ import annotations
 
 import copy
+import difflib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from portscan.fix.templates import TEMPLATES
 from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.match.python import match_python
-from portscan.parse import LineIndex, SourceError, paused_gc, parse_python, with_deep_stack
+from portscan.parse import LineIndex, SourceError, paused_gc, parse_python, split_lines, with_deep_stack
 from portscan.suppress import covers, suppressions
 from portscan.ruleset.schema import Rule
 from portscan.ruleset.loader import RuleSet
@@ -90,7 +91,9 @@ class _Pass(CodemodCommand):
         for match in matches:
             spec = match.rule.fix
             assert spec is not None
-            if spec.kind == "transform":
+            if match.declined is not None:  # decided at scan time, for this site
+                self.not_fixed.append((match, match.declined))
+            elif spec.kind == "transform":
                 transforms.setdefault(spec.transform, []).append(match)
             elif spec.tier is Tier.UNSAFE and not self.unsafe:
                 self.not_fixed.append((match, NEEDS_UNSAFE))
@@ -302,13 +305,26 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     else:
         return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
                                                "the file is unchanged")
-    lines = _lines(current)
+    lines = _input_lines(text, current)
     not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, lines(m.start), reason)
                               for m, reason in declined},
                              key=lambda n: (n.line, n.rule)))
     return FileFix(path, text, current, tuple(applied), not_fixed)
 
 
-def _lines(text: str):  # type: ignore[no-untyped-def]
-    index = LineIndex(text)
-    return lambda offset: index.position(offset)[0]
+def _input_lines(source: str, current: str) -> Callable[[int], int]:
+    """An offset in ``current`` (the fixed text) as a line of ``source`` (the input), so
+    messages point where the user reads: a line the fixes kept maps to itself, one they
+    wrote maps to the first input line of the block they replaced."""
+    index = LineIndex(current)
+    blocks = difflib.SequenceMatcher(None, split_lines(source), split_lines(current),
+                                     autojunk=False).get_opcodes()
+
+    def line(offset: int) -> int:
+        at = index.position(offset)[0] - 1
+        for tag, i1, _, j1, j2 in blocks:
+            if j1 <= at < j2:
+                return i1 + (at - j1 if tag == "equal" else 0) + 1
+        return at + 1
+
+    return line

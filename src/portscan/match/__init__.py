@@ -23,6 +23,9 @@ class Match:
     node: Any = field(default=None, compare=False, repr=False)
     #: False where the rule's fix does not apply (a use reported because of its import)
     fixable: bool = True
+    #: why the rule's fix does not apply at this site, decided at scan time
+    #: (see :mod:`portscan.match.fixsites`); a fix reports it instead of trying
+    declined: str | None = None
 
 
 _WHITESPACE = re.compile(r"\s+")

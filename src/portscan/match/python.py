@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import libcst as cst
 
 from portscan.match import Match
+from portscan.match.fixsites import decline_reasons
 from portscan.match.guards import (
     FALLBACK,
     GUARD_ORDER,
@@ -1207,6 +1209,8 @@ def match_python(module: cst.Module, rules: Sequence[Rule],
         start, end = offsets[id(node)]
         variables.setdefault("matched", source_snippet(module, node))
         matches.append(Match(rule, start, end, variables, guard_at(start, end), node))
+    matches = [dataclasses.replace(m, declined=reason) if reason else m
+               for m, reason in zip(matches, decline_reasons(module, matches), strict=True)]
     checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
     for rule, statement, node, variables in uses:
         if guard_at(*offsets[id(statement)]) != FALLBACK:

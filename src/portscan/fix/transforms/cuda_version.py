@@ -21,21 +21,10 @@ from portscan.fix.rewrite import Declined, FixContext
 from portscan.ruleset.fixspec import Tier
 from portscan.fix.transforms.base import TransformResult
 from portscan.match import Match
-
-#: Nodes a comparison is not looked for beyond: from outside them, the value is not
-#: always evaluated when the comparison is (a branch, a lambda, a statement boundary).
-_BOUNDARIES = (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda, cst.BooleanOperation, cst.IfExp)
-
+from portscan.match.fixsites import NOT_A_COMPARISON, enclosing_comparison
 
 def _comparison(ctx: FixContext, node: cst.CSTNode) -> cst.Comparison | None:
-    for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, cst.Comparison):
-            return ancestor
-        if isinstance(ancestor, _BOUNDARIES):
-            return None
-        if isinstance(ancestor, cst.BaseComp) and not ctx.contains(ancestor.for_in.iter, node):
-            return None  # only a comprehension's first iterable is evaluated up front
-    return None
+    return enclosing_comparison(node, ctx.parent)
 
 
 def _stands_alone(ctx: FixContext, node: cst.CSTNode) -> bool:
@@ -62,8 +51,7 @@ def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -
         if comparison is not None:
             comparisons.setdefault(comparison, match)
         else:
-            declined.append(Declined(match, "not a comparison: the version itself is used, so "
-                                            "branch on torch.version.hip by hand"))
+            declined.append(Declined(match, NOT_A_COMPARISON))
     if not comparisons:
         return TransformResult(None, declined=tuple(declined))
 
