@@ -22,6 +22,7 @@ from portscan.fix import engine
 from portscan.fix.apply import fix_paths, write_atomic, FileChangedError
 from portscan.fix.engine import fix_source
 from portscan.fix.rewrite import Edit
+from portscan.match import fixsites
 from portscan.scan import scan_paths, scan_source
 
 from conftest import FIXTURE, REPO, SMOKE_TRAINING
@@ -199,6 +200,7 @@ def test_a_fix_that_never_settles_is_reverted(rules, monkeypatch) -> None:
         return Edit(node, cst.Call(cst.Name("wrap"), [cst.Arg(node)]), match, spec.tier)
 
     monkeypatch.setitem(engine.TEMPLATES, "replace", renamed)
+    monkeypatch.setattr(fixsites, "replace_declined", lambda match, spec, parent: None)  # every site, always
     result = fix_source(AMP_SOURCE, "a.py", rules)
     assert not result.changed and "did not settle" in (result.error or "")
 
@@ -326,6 +328,17 @@ def test_cuda_version_guard_only_where_it_keeps_meaning(rules, line: str, fixed:
     marked = [f.fix for f in scan_source(source, "a.py", rules.select(["PS401"]))]
     assert marked == ([] if not marked else [None if fixed is None else "safe"] * len(marked))
     assert marked, "the line is reported either way"
+
+
+def test_a_replace_fix_that_declines_a_site_is_not_marked(rules) -> None:
+    """``isinstance(opt, FusedAdam)`` is not a call: the scan no longer marks it
+    ``[unsafe fix]``, and fix --unsafe-fixes declines it with the same reason."""
+    source = "from apex.optimizers import FusedAdam\nok = isinstance(opt, FusedAdam)\nopt = FusedAdam(params)\n"
+    marked = {f.span.line: f.fix for f in scan_source(source, "a.py", rules.select(["PS209"]))}
+    assert marked == {2: None, 3: "unsafe"}
+    result = fix_source(source, "a.py", rules.select(["PS209"]), unsafe=True)
+    assert [a.rule for a in result.applied] == ["PS209"]
+    assert [(n.line, n.reason) for n in result.not_fixed] == [(2, "only calls are rewritten; this use is not called")]
 
 
 def test_not_fixed_lines_are_those_of_the_input(rules) -> None:

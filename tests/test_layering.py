@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "portscan.scan": 6,
     "portscan.fix": 7,
     "portscan.report": 8, "portscan.docs": 8, "portscan.testing": 8,
+    "portscan.api": 8,  # scan, fix and baseline for the CLI and other tools
     "portscan.cli": 9, "portscan.__main__": 9,
 }
 APART = "portscan.verify"

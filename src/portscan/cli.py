@@ -339,32 +339,30 @@ def exit_status(result: ScanResult, fail_on: Severity, exit_zero: bool) -> int:
 
 
 def run_scan(args: argparse.Namespace) -> int:
-    from portscan import baseline
+    from portscan import api
     from portscan.discover import UsageError
-    from portscan.scan import scan_paths
 
     config, rules, cache = settings(args)
     update, stop = progress_bar() if args.format in ("full", "concise", "markdown") else (None, lambda: None)
     try:
-        result = scan_paths(given_paths(args), rules, config=config, force_exclude=args.force_exclude,
-                            report_unused=args.report_unused_noqa, progress=update, cache=cache,
-                            workers=args.jobs)
+        result = api.scan(given_paths(args), rules, config=config, force_exclude=args.force_exclude,
+                          report_unused=args.report_unused_noqa, progress=update, cache=cache,
+                          workers=args.jobs)
     except UsageError as exc:
         raise Failure(str(exc)) from None
     finally:
         stop()
     chatter = console_for(sys.stderr)
     if args.write_baseline is not None:
-        count = baseline.write(args.write_baseline, result.findings)
+        count = api.write_baseline(result, args.write_baseline)
         chatter.print(f"portscan: recorded {count} findings in {args.write_baseline}")
         return EXIT_ERROR if any(e.kind == "internal" for e in result.errors) else EXIT_CLEAN
     baseline_file = args.baseline or config.baseline
     if baseline_file is not None:
         try:
-            known = baseline.apply(result.findings, baseline.read(baseline_file), result.scanned)
-        except baseline.BaselineError as exc:
+            result, known = api.apply_baseline(result, baseline_file)
+        except api.BaselineError as exc:
             raise Failure(str(exc)) from None
-        result = dataclasses.replace(result, findings=known.new, suppressed=result.suppressed + known.known)
         chatter.print(f"portscan: {known.known} findings are in the baseline {baseline_file}"
                       + (f"; {known.gone} baseline entries are fixed (write the baseline again to "
                          "drop them)" if known.gone else ""))
@@ -382,14 +380,14 @@ def run_scan(args: argparse.Namespace) -> int:
 
 
 def run_fix(args: argparse.Namespace) -> int:
+    from portscan import api
     from portscan.discover import UsageError
-    from portscan.fix.apply import fix_paths
     from portscan.report.fixes import render_fix_summary, unified_diff
 
     config, rules, cache = settings(args)
     try:
-        run = fix_paths(given_paths(args), rules, unsafe=args.unsafe_fixes, write=not args.diff,
-                        config=config, force_exclude=args.force_exclude, cache=cache, workers=args.jobs)
+        run = api.fix(given_paths(args), rules, unsafe=args.unsafe_fixes, write=not args.diff,
+                      config=config, force_exclude=args.force_exclude, cache=cache, workers=args.jobs)
     except UsageError as exc:
         raise Failure(str(exc)) from None
     if args.diff:

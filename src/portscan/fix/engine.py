@@ -91,12 +91,12 @@ class _Pass(CodemodCommand):
         for match in matches:
             spec = match.rule.fix
             assert spec is not None
-            if match.declined is not None:  # decided at scan time, for this site
+            if spec.tier is Tier.UNSAFE and not self.unsafe and spec.kind != "transform":
+                self.not_fixed.append((match, NEEDS_UNSAFE))
+            elif match.declined is not None:  # decided at scan time, for this site
                 self.not_fixed.append((match, match.declined))
             elif spec.kind == "transform":
                 transforms.setdefault(spec.transform, []).append(match)
-            elif spec.tier is Tier.UNSAFE and not self.unsafe:
-                self.not_fixed.append((match, NEEDS_UNSAFE))
             else:
                 result = _template(ctx, match)
                 if isinstance(result, Declined):

@@ -15,7 +15,8 @@ from libcst.metadata import ClassScope, GlobalScope
 from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
 from portscan.ruleset.fixspec import FixSpec, Replace
 from portscan.match import Match
-from portscan.match.syntax import Walker, literal
+from portscan.match.fixsites import replace_declined
+from portscan.match.syntax import literal
 from portscan.ruleset.table import MISSING, Literal, literal_in
 
 Template = Callable[[FixContext, Match, FixSpec], "Edit | Declined | None"]
@@ -38,59 +39,22 @@ def literal_node(value: Literal) -> cst.BaseExpression:
 def replace(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
     node = match.node
     assert isinstance(node, cst.BaseExpression)
+    reason = replace_declined(match, spec, ctx.parent)  # what the scan decided for this site
+    if reason is not None:
+        return Declined(match, reason)
     entry = spec.replacement_for(match.variables.get("name", ""))
-    if entry is None:
-        return Declined(match, f"no fix is declared for `{match.variables.get('name', '')}`")
-    shim = _compatibility_path(ctx, node, entry.to)
-    if shim is not None:
-        return Declined(match, shim)
+    assert entry is not None
     parent = ctx.parent(node)
     if isinstance(parent, cst.Call) and parent.func is node:
         return _replace_call(ctx, match, spec, entry, parent)
-    if entry.bare == "rename" or (entry.bare == "call" and isinstance(parent, cst.Decorator)):
-        reference = ctx.reference(entry.to, node)
-        if reference is None:
-            return Declined(match, f"`{entry.to.split('.')[0]}` means something else here")
-        ctx.release_imports(node)
-        if entry.bare == "call":
-            args = [cst.Arg(literal_node(v), keyword=cst.Name(k), equal=EQUAL) for k, v in entry.add.items()]
-            return Edit(node, cst.Call(reference, args), match, spec.tier)
-        return Edit(node, reference, match, spec.tier)
-    return Declined(match, "only calls are rewritten; this use is not called")
-
-
-def _compatibility_path(ctx: FixContext, node: cst.CSTNode, target: str) -> str | None:
-    """Why ``node`` looks like the old-version branch of a compatibility shim, if it does:
-    inside an ``except`` handler, or in a conditional that also spells the target
-    (``torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()``)."""
-    tail = target.split(".")[-2:]
-    own = _spellings(node, tail)
-    for ancestor in ctx.ancestors(node):
-        if isinstance(ancestor, cst.ExceptHandler | cst.ExceptStarHandler):
-            return "in an `except` handler: a fallback path, likely for older versions; left as it is"
-        if isinstance(ancestor, cst.If | cst.IfExp) and _spellings(ancestor, tail) > own:
-            return f"a compatibility branch next to `{'.'.join(tail)}`; left as it is"
-        if isinstance(ancestor, cst.FunctionDef | cst.ClassDef):
-            break
-    return None
-
-
-def _spellings(node: cst.CSTNode, tail: list[str]) -> int:
-    """How many names in the code under ``node`` end in ``tail`` (comments and strings
-    do not count)."""
-    count = 0
-
-    class Count(Walker):  # read-only: the matcher's walker, not a rebuilding LibCST visitor
-        def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            nonlocal count
-            name = cst.helpers.get_full_name_for_node(attribute)
-            if name is not None and name.split(".")[-len(tail):] == tail:
-                count += 1
-
-    Count().walk(node)
-    return count
-
-
+    reference = ctx.reference(entry.to, node)  # a rename, or a call written for a decorator
+    if reference is None:
+        return Declined(match, f"`{entry.to.split('.')[0]}` means something else here")
+    ctx.release_imports(node)
+    if entry.bare == "call":
+        args = [cst.Arg(literal_node(v), keyword=cst.Name(k), equal=EQUAL) for k, v in entry.add.items()]
+        return Edit(node, cst.Call(reference, args), match, spec.tier)
+    return Edit(node, reference, match, spec.tier)
 
 
 def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 import libcst as cst
 
 from portscan.match import Match
-from portscan.match.syntax import children
+from portscan.match.syntax import Walker, children
+from portscan.ruleset.fixspec import FixSpec
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 
@@ -66,12 +67,84 @@ def _transform(match: Match) -> str | None:
     return spec.transform if spec is not None and spec.kind == "transform" else None
 
 
+def _declined(match: Match, parent: Parent) -> str | None:
+    spec = match.rule.fix
+    if spec is None or match.guard is not None or not match.fixable:
+        return None
+    if spec.kind == "replace":
+        return replace_declined(match, spec, parent)
+    if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, parent) is None:
+        return NOT_A_COMPARISON
+    return None
+
+
+def _decides(match: Match) -> bool:
+    spec = match.rule.fix
+    return spec is not None and match.guard is None and (spec.kind == "replace"
+                                                         or spec.transform == "cuda-version-none")
+
+
 def decline_reasons(module: cst.Module, matches: Sequence[Match]) -> list[str | None]:
     """Per match, why its fix does not apply at its site (None: it applies, or no fix
     decides by site). The parent map is built only when some match needs it."""
-    wanted = [_transform(m) == "cuda-version-none" and m.guard is None for m in matches]
-    if not any(wanted):
+    if not any(_decides(m) for m in matches):
         return [None] * len(matches)
     parent = parents(module).get
-    return [NOT_A_COMPARISON if want and enclosing_comparison(m.node, parent) is None else None
-            for m, want in zip(matches, wanted, strict=True)]
+    return [_declined(m, parent) if _decides(m) else None for m in matches]
+
+
+# ----------------------------------------------------------------------------- replace
+
+
+def compatibility_path(node: cst.CSTNode, target: str, parent: Parent) -> str | None:
+    """Why ``node`` looks like the old-version branch of a compatibility shim, if it does:
+    inside an ``except`` handler, or in a conditional that also spells the target
+    (``torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()``)."""
+    tail = target.split(".")[-2:]
+    own = _spellings(node, tail)
+    ancestor = parent(node)
+    while ancestor is not None:
+        if isinstance(ancestor, cst.ExceptHandler | cst.ExceptStarHandler):
+            return "in an `except` handler: a fallback path, likely for older versions; left as it is"
+        if isinstance(ancestor, cst.If | cst.IfExp) and _spellings(ancestor, tail) > own:
+            return f"a compatibility branch next to `{'.'.join(tail)}`; left as it is"
+        if isinstance(ancestor, cst.FunctionDef | cst.ClassDef):
+            break
+        ancestor = parent(ancestor)
+    return None
+
+
+def _spellings(node: cst.CSTNode, tail: list[str]) -> int:
+    """How many names in the code under ``node`` end in ``tail`` (comments and strings
+    do not count)."""
+    count = 0
+
+    class Count(Walker):  # read-only: the matcher's walker, not a rebuilding LibCST visitor
+        def visit_Attribute(self, attribute: cst.Attribute) -> None:
+            nonlocal count
+            name = cst.helpers.get_full_name_for_node(attribute)
+            if name is not None and name.split(".")[-len(tail):] == tail:
+                count += 1
+
+    Count().walk(node)
+    return count
+
+
+def replace_declined(match: Match, spec: FixSpec, parent: Parent) -> str | None:
+    """Why a ``replace`` fix leaves this site alone, as far as the shape around it tells:
+    no entry for the name, the old branch of a compatibility shim, or a use that is not
+    called where only calls are rewritten. (A call's arguments are checked as it is
+    rewritten.)"""
+    node = match.node
+    entry = spec.replacement_for(match.variables.get("name", ""))
+    if entry is None:
+        return f"no fix is declared for `{match.variables.get('name', '')}`"
+    shim = compatibility_path(node, entry.to, parent)
+    if shim is not None:
+        return shim
+    up = parent(node)
+    if isinstance(up, cst.Call) and up.func is node:
+        return None
+    if entry.bare == "rename" or (entry.bare == "call" and isinstance(up, cst.Decorator)):
+        return None
+    return "only calls are rewritten; this use is not called"
