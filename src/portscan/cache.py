@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from portscan import __version__
-from portscan.data import DataError, dump, load
+from portscan.data import dump, load
 from portscan.model import FileError, Finding
 
 ENVIRONMENT = "PORTSCAN_CACHE_DIR"  #: the cache folder to use instead of the user cache directory
@@ -97,7 +97,7 @@ class Cache:
             if row is None or not isinstance(row[0], str):
                 return None
             return load(tp, json.loads(row[0]))
-        except (sqlite3.Error, ValueError, DataError, RecursionError):
+        except Exception:  # noqa: BLE001 - whatever a malformed entry raises, it is a miss
             return None
 
     def get(self, key: str) -> Raw | None:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from portscan import __version__
-from portscan.data import DataError, dump, load
+from portscan.data import dump, load
 from portscan.ruleset.prefilter import Prefilter
 from portscan.ruleset.schema import Rule, RuleFileError, parse_rule
 
@@ -103,7 +103,7 @@ def load_rules_cached(dirs: Sequence[Path], cache: Path | None) -> RuleSet:
     except OSError:
         return load_rules(dirs)
     stored = cache / f"rules-{signature.hexdigest()[:24]}.json"
-    with contextlib.suppress(OSError, ValueError, DataError, RecursionError):
+    with contextlib.suppress(Exception):  # whatever a malformed copy raises, it is a miss
         return RuleSet(load(tuple[Rule, ...], json.loads(stored.read_text(encoding="utf-8"))))
     rules = load_rules(dirs)
     with contextlib.suppress(OSError):
