@@ -75,10 +75,12 @@ def test_malformed_entries_are_misses(tmp_path: Path, cache_dir: Path, rules) ->
     keys = [k for (k,) in db.execute("SELECT key FROM results")]
     rows = [(k, json.loads(v)) for k, v in db.execute("SELECT key, value FROM results")]
     keys = [k for k, _ in rows]
-    finding = next(v[0] for _, v in rows if isinstance(v, list) and v)
+    finding = next(v["raw"][0] for _, v in rows if isinstance(v["raw"], list) and v["raw"])
     junk = ['{"findings": []}', '[{"rule": "PS1"}]', "not json", '{"path": "a", "kind": 3, "message": ""}',
             json.dumps([{**finding, "severity": "fatal"}]), json.dumps([{**finding, "extra": 1}]),
-            "[" * 100_000]
+            "[" * 100_000, json.dumps([finding]),  # the shape before extensions were stored alongside
+            json.dumps({"raw": [{**finding, "severity": "fatal"}], "extensions": []}),
+            json.dumps({"raw": [finding], "extensions": [["ops", "3", []]]}), json.dumps({"raw": [finding]})]
     with db:
         db.executemany("UPDATE results SET value = ? WHERE key = ?",
                        [(junk[i % len(junk)], key) for i, key in enumerate(keys)])

@@ -384,6 +384,60 @@ def test_extensions_link_their_sources(tmp_path: Path) -> None:
     assert extension.missing == ("csrc/gone.cu",)
 
 
+APEX_IMPORT = rule("XX905", {"kind": "import", "modules": ["apex"]})
+
+
+@pytest.mark.parametrize("mode", ["serial", "workers", "no rule applies"])
+def test_a_file_that_declares_an_extension_is_parsed_once(tmp_path: Path, monkeypatch, mode: str) -> None:
+    import libcst
+
+    import portscan.scan as scan_module
+
+    tree, log = tmp_path / "tree", tmp_path / "parses.log"
+    (tree / "csrc").mkdir(parents=True)
+    (tree / "csrc" / "ops.cu").write_text('__device__ void g() { asm("nop"); }\n')
+    (tree / "setup.py").write_text(textwrap.dedent("""\
+        import apex
+        from torch.utils.cpp_extension import CUDAExtension
+        ext = CUDAExtension(name="ops", sources=["csrc/ops.cu"])
+        """))
+    parse_module = libcst.parse_module
+
+    def counting(text: str, *args, **kwargs):
+        if "CUDAExtension" in text:
+            with log.open("a") as out:  # the workers are other processes: count in a file
+                out.write("parse\n")
+        return parse_module(text, *args, **kwargs)
+
+    monkeypatch.setattr(libcst, "parse_module", counting)
+    if mode == "workers":
+        monkeypatch.setattr(scan_module, "PARALLEL_MIN", 1)
+    rules = RuleSet([PTX] if mode == "no rule applies" else [PTX, APEX_IMPORT])
+    result = scan_paths([tree], rules, workers=2 if mode == "workers" else 1)
+    assert log.read_text() == "parse\n"
+    assert [(f.path, f.rule) for f in result.findings] == (
+        [("csrc/ops.cu", "XX904")] + ([] if mode == "no rule applies" else [("setup.py", "XX905")]))
+    (extension,) = result.extensions
+    assert (extension.name, extension.line, extension.sources, extension.findings) == ("ops", 3, ("csrc/ops.cu",), 1)
+
+
+def test_findings_and_extensions_are_cached_together(tmp_path: Path, monkeypatch) -> None:
+    import libcst
+
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "setup.py").write_text(
+        "import apex\nfrom torch.utils.cpp_extension import load\nload('ops', ['ops.cu'])\n")
+    first = scan_paths([tmp_path / "tree"], RuleSet([APEX_IMPORT]), cache=tmp_path / "cache", workers=1)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a cached file was parsed")
+
+    monkeypatch.setattr(libcst, "parse_module", refuse)
+    again = scan_paths([tmp_path / "tree"], RuleSet([APEX_IMPORT]), cache=tmp_path / "cache", workers=1)
+    assert again.findings == first.findings and len(first.findings) == 1
+    assert again.extensions == first.extensions and first.extensions[0].missing == ("ops.cu",)
+
+
 @pytest.mark.parametrize("path, kind_rule", [("Dockerfile", NV_IMAGE), ("scripts/run.sh", SMI)])
 def test_non_python_files_are_never_python_parsed(path: str, kind_rule) -> None:
     assert run(path, "this is not python (((\n", kind_rule) == []

@@ -5,7 +5,7 @@ module names, the rule pack (every rule file's bytes), the target and the portsc
 version, so any change to any of them misses; entries are content-addressed, so one
 store serves every project. It holds the file's raw findings (before suppressions and
 per-file-ignores, which are cheap and read the text anyway), or the reason it could not
-be scanned.
+be scanned, together with the CUDA extensions it declares (:class:`FileScan`).
 
 Trust: a scanned repository is untrusted, and so is anything it ships. The store lives
 in the user's cache directory (``$XDG_CACHE_HOME/portscan``, ``~/.cache/portscan``, or
@@ -27,6 +27,7 @@ import json
 import os
 import sqlite3
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,19 @@ from portscan.model import FileError, Finding
 
 ENVIRONMENT = "PORTSCAN_CACHE_DIR"  #: the cache folder to use instead of the user cache directory
 DATABASE = "results-v2.sqlite"
+#: the shape of a stored entry; a change here makes every older entry a miss
+SHAPE = 3
 Raw = tuple[Finding, ...] | FileError  #: what scanning one file's text produced
+#: (name, line, source globs as written) of the extensions a file declares
+Extensions = tuple[tuple[str, int, tuple[str, ...]], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FileScan:
+    """What one parse of a file gives: its raw result, and the extensions it declares."""
+
+    raw: Raw
+    extensions: Extensions = ()
 
 
 def cache_root() -> Path:
@@ -75,7 +88,7 @@ class Cache:
     failure degrades to "not cached"."""
 
     def __init__(self, folder: Path, salt: str) -> None:
-        self.salt = f"{__version__}|{salt}"
+        self.salt = f"{__version__}|shape {SHAPE}|{salt}"
         self._pending: dict[str, str] = {}
         self._db: sqlite3.Connection | None = None
         try:
@@ -100,15 +113,15 @@ class Cache:
         except Exception:  # noqa: BLE001 - whatever a malformed entry raises, it is a miss
             return None
 
-    def get(self, key: str) -> Raw | None:
-        return self.get_as(Raw, key)  # type: ignore[no-any-return]
+    def get(self, key: str) -> FileScan | None:
+        return self.get_as(FileScan, key)  # type: ignore[no-any-return]
 
     def put_as(self, tp: Any, key: str, value: object) -> None:
         if self._db is not None:
             self._pending[key] = json.dumps(dump(tp, value), separators=(",", ":"))
 
-    def put(self, key: str, raw: Raw) -> None:
-        self.put_as(Raw, key, raw)
+    def put(self, key: str, scanned: FileScan) -> None:
+        self.put_as(FileScan, key, scanned)
 
     def close(self) -> None:
         """Write what this run added, in one transaction; give up quietly if locked."""

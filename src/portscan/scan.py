@@ -1,10 +1,11 @@
 """Orchestration: discover -> read -> prefilter -> parse -> match -> findings.
 
-:func:`scan_source` is pure (text in, findings out); :func:`raw_scan` never raises;
+:func:`scan_source` is pure (text in, findings out); :func:`file_scan` never raises;
 :func:`scan_paths` runs a whole scan and is what the CLI calls. Python files go
 through the prefilter and the libcst matcher; every other kind has a matcher of its
 own (:data:`portscan.filekinds.FILE_KINDS`). CUDA extensions declared in Python link their C++/CUDA sources
-into the kernel scan.
+into the kernel scan; they come from the same parse and walk as the file's findings
+(:func:`file_scan`).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from pathlib import Path, PurePosixPath
 
 from portscan.config import Config, ignored_codes
@@ -31,7 +32,7 @@ from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.match.levels import guarded_severity
 from portscan.match.manifests import requirements_includes
 from portscan.bounded import PatternTimeout
-from portscan.cache import Cache, Raw
+from portscan.cache import Cache, Extensions, FileScan, Raw
 from portscan.config import Target
 from portscan.suppress import apply as apply_suppressions
 from portscan.suppress import suppressions
@@ -47,6 +48,9 @@ from portscan.parse import (
     read_bytes,
 )
 from portscan.ruleset.loader import RuleSet
+
+if TYPE_CHECKING:
+    from portscan.match.python import ModuleWalk
 
 def fingerprint(rule: str, path: str, text: str) -> str:
     """A finding's identity that survives moves: rule, path and its source lines with all
@@ -92,7 +96,36 @@ def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str
     """Findings in one source text; the kind comes from the file name unless given. With
     a ``target``, rules report at the severity they declare for it (or not at all)."""
     kind = kind or file_kind(PurePosixPath(path)) or "python"
-    matches = match_text(text, kind, rules, first_party, hipify)
+    return _findings(text, path, match_text(text, kind, rules, first_party, hipify), target)
+
+
+def declares_extensions(kind: str, text: str) -> bool:
+    """Can this file declare a CUDA/C++ extension (a Python file that mentions ``cpp_extension``)?"""
+    return kind == "python" and "cpp_extension" in text
+
+
+def _walk_declaring(text: str, rules: RuleSet, first_party: frozenset[str]
+                    ) -> tuple[ModuleWalk | None, Extensions]:
+    """One parse and one walk of a Python file that may declare extensions: the walk (for
+    its findings) and the extensions it declares. A file no rule applies to is parsed
+    for its extensions only, and then a parse error is no error of its own (the
+    prefilter would not have parsed it): (None, ())."""
+    from portscan.match.python import ModuleWalk
+
+    applicable = rules.candidates(text)
+    try:
+        module = parse_python(text)
+    except SourceError:
+        if applicable:
+            raise
+        return None, ()
+    walk = ModuleWalk(module, applicable, first_party, extensions=True)
+    lines = LineIndex(text)
+    return (walk if applicable else None,
+            tuple((d.name, lines.position(d.offset)[0], d.sources) for d in walk.extensions))
+
+
+def _findings(text: str, path: str, matches: list[Match], target: Target | None) -> tuple[Finding, ...]:
     if not matches:
         return ()
     for match in matches:  # non-Python matchers leave `matched` to the text itself
@@ -121,23 +154,34 @@ class FileSettings:
     report_unused: bool = False  #: list suppressions that silence nothing
 
 
-def raw_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozenset[str],
-             hipify: frozenset[str] | None = None, target: Target | None = None) -> Raw:
-    """Findings in one file's text before suppressions, or why it cannot be scanned.
-    Never raises: this is what the cache stores and the workers return."""
+def file_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozenset[str],
+              hipify: frozenset[str] | None = None, target: Target | None = None) -> FileScan:
+    """Findings in one file's text before suppressions (or why it cannot be scanned), and
+    the extensions it declares, from one parse. Pure and never raises: this is what the
+    cache stores and the workers return."""
+    extensions: Extensions = ()  # known before matching, so kept if matching fails
+
+    def scan() -> tuple[Finding, ...]:
+        nonlocal extensions
+        if declares_extensions(source.kind, text):
+            walk, extensions = _walk_declaring(text, rules, first_party)
+            return _findings(text, source.rel, walk.matches() if walk is not None else [], target)
+        return scan_source(text, source.rel, rules, first_party, source.kind, hipify, target)
+
+    error: FileError
     try:
         with paused_gc():
-            return with_deep_stack(lambda: scan_source(text, source.rel, rules, first_party, source.kind, hipify,
-                                                        target))
+            return FileScan(with_deep_stack(scan), extensions)
     except SourceError as exc:
-        return FileError(source.rel, exc.kind, exc.message)
+        error = FileError(source.rel, exc.kind, exc.message)
     except PatternTimeout as exc:
-        return FileError(source.rel, "timeout", f"{exc}; file skipped")
+        error = FileError(source.rel, "timeout", f"{exc}; file skipped")
     except RecursionError:
-        return FileError(source.rel, "parse", "code nested too deeply to analyse")
+        error = FileError(source.rel, "parse", "code nested too deeply to analyse")
     except Exception as exc:  # noqa: BLE001 - one bad file must not stop the scan
-        return FileError(source.rel, "internal", f"internal error ({type(exc).__name__}: {exc}); "
-                                                 "please report it")
+        error = FileError(source.rel, "internal", f"internal error ({type(exc).__name__}: {exc}); "
+                                                  "please report it")
+    return FileScan(error, extensions)
 
 
 def finish(source: SourcePath, text: str, raw: Raw, rules: RuleSet, settings: FileSettings) -> FileResult:
@@ -155,9 +199,6 @@ def finish(source: SourcePath, text: str, raw: Raw, rules: RuleSet, settings: Fi
 
 # -- parallel workers: Python files that pass the prefilter are parsed in a process pool
 
-#: (name, line, source globs as written) of the extensions a file declares
-Extensions = tuple[tuple[str, int, tuple[str, ...]], ...]
-
 #: fewer candidate files than this are parsed in the main process (a pool costs ~0.1 s)
 PARALLEL_MIN = 24
 #: with this many Python files not in the cache, the workers run the prefilter as well
@@ -169,15 +210,14 @@ def _init_worker(rules: RuleSet, target: Target | None) -> None:
     _WORKER["rules"], _WORKER["target"] = rules, target
 
 
-def _work(batch: list[tuple[SourcePath, str, frozenset[str]]]) -> list[tuple[Raw, Extensions | None]]:
-    return [(raw_scan(source, text, _WORKER["rules"], first_party, None, _WORKER["target"]),
-             declared_extensions(text) if "cpp_extension" in text else None)
+def _work(batch: list[tuple[SourcePath, str, frozenset[str]]]) -> list[FileScan]:
+    return [file_scan(source, text, _WORKER["rules"], first_party, None, _WORKER["target"])
             for source, text, first_party in batch]
 
 
 def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet, target: Target | None,
-              workers: int) -> list[tuple[Raw, Extensions | None]]:
-    """(raw result, declared extensions) for ``jobs`` in order, from ``workers`` processes
+              workers: int) -> list[FileScan]:
+    """The :func:`file_scan` of each of ``jobs`` in order, from ``workers`` processes
     (largest files first, so one big file does not finish last)."""
     import concurrent.futures
     import multiprocessing
@@ -186,29 +226,13 @@ def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet
     batches = [[jobs[i] for i in order[k::workers * 4]] for k in range(workers * 4)]
     context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
                                           else "spawn")
-    results: dict[int, tuple[Raw, Extensions | None]] = {}
+    results: dict[int, FileScan] = {}
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
                                                 initargs=(rules, target)) as pool:
         for k, raws in enumerate(pool.map(_work, batches)):
             for i, raw in zip(order[k::workers * 4], raws, strict=True):
                 results[i] = raw
     return [results[i] for i in range(len(jobs))]
-
-
-def declared_extensions(text: str) -> Extensions:
-    """(name, line, source globs as written) of each CUDA/C++ extension a Python file
-    declares; nothing if it does not mention ``cpp_extension`` or does not parse."""
-    if "cpp_extension" not in text:
-        return ()
-    from portscan.match.python import find_extensions
-
-    try:
-        with paused_gc():
-            declarations = with_deep_stack(lambda: find_extensions(parse_python(text)))
-    except Exception:  # noqa: BLE001 - the file's own scan reports why it cannot be read
-        return ()
-    lines = LineIndex(text)
-    return tuple((d.name, lines.position(d.offset)[0], d.sources) for d in declarations)
 
 
 def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -241,7 +265,7 @@ class _Run:
         self.raw: dict[Path, Raw] = {}  #: computed ahead (cache, workers)
         self._texts: dict[Path, str] = {}
         self._no_extensions: set[Path] = set()  #: Python files known not to mention cpp_extension
-        self._extensions: dict[Path, Extensions] = {}  #: found by the workers
+        self._extensions: dict[Path, Extensions] = {}  #: declared by files that may declare some
         self.notes: list[str] = []
         self._hipify: frozenset[str] | None = None
         self._hipify_loaded = False
@@ -294,38 +318,43 @@ class _Run:
         else:
             jobs = []
             for job in pending:
-                if self.rules.candidates(job[1]):
+                if self.rules.candidates(job[1]) or declares_extensions(job[0].kind, job[1]):
                     jobs.append(job)
                 else:
-                    self._settle(job[0], (), job[3])
+                    self._settle(job[0], FileScan(()), job[3])
             if len(jobs) < PARALLEL_MIN or count <= 1:
                 return  # scan() parses them one by one
         results = _parallel([(source, text, first_party) for source, text, first_party, _ in jobs],
                             self.rules, self.target, count)
-        for (source, _, _, key), (raw, extensions) in zip(jobs, results, strict=True):
-            if extensions is not None:
-                self._extensions[source.path.absolute()] = extensions
-            self._settle(source, raw, key)
+        for (source, _, _, key), scanned in zip(jobs, results, strict=True):
+            self._settle(source, scanned, key)
 
-    def _settle(self, source: SourcePath, raw: Raw, key: str | None) -> None:
-        """Keep a raw result computed ahead (and cache it); drop the text if nothing needs it."""
+    def _settle(self, source: SourcePath, scanned: FileScan, key: str | None) -> None:
+        """Keep a result computed ahead (and cache it); drop the text if nothing needs it."""
         absolute = source.path.absolute()
-        self.raw[absolute] = raw
-        self._store(key, raw)
-        if raw == () and absolute in self._no_extensions and not self.report_unused:
+        self.raw[absolute] = scanned.raw
+        self._keep_extensions(source, scanned)
+        self._store(key, scanned)
+        if scanned.raw == () and absolute in self._no_extensions and not self.report_unused:
             self.forget(source)  # keep memory flat
 
-    def _lookup(self, source: SourcePath, text: str, first_party: frozenset[str]) -> tuple[str | None, Raw | None]:
-        """(cache key, the cached raw result or None); (None, None) without a cache."""
+    def _keep_extensions(self, source: SourcePath, scanned: FileScan) -> None:
+        if source.kind == "python" and source.path.absolute() not in self._no_extensions:
+            self._extensions[source.path.absolute()] = scanned.extensions
+
+    def _lookup(self, source: SourcePath, text: str, first_party: frozenset[str]
+                ) -> tuple[str | None, FileScan | None]:
+        """(cache key, the cached result or None); (None, None) without a cache."""
         if self.cache is None:
             return None, None
         key = self.cache.key(source.kind, source.rel, first_party, text)
         return key, self.cache.get(key)
 
-    def _store(self, key: str | None, raw: Raw) -> None:
-        """Cache a raw result; internal errors and timeouts are not kept (they may not recur)."""
+    def _store(self, key: str | None, scanned: FileScan) -> None:
+        """Cache a result; internal errors and timeouts are not kept (they may not recur)."""
+        raw = scanned.raw
         if self.cache and key and not (isinstance(raw, FileError) and raw.kind in ("internal", "timeout")):
-            self.cache.put(key, raw)
+            self.cache.put(key, scanned)
 
     def scan(self, source: SourcePath) -> FileResult:
         key = source.path.absolute()
@@ -343,11 +372,14 @@ class _Run:
         raw = self.raw.pop(key, None)
         if raw is None:
             first_party = self.first_party(source)
-            cache_key, raw = self._lookup(source, text, first_party)
-            if raw is None:
+            cache_key, scanned = self._lookup(source, text, first_party)
+            if scanned is None:
                 hipify = self.hipify() if source.kind == "cuda" else None
-                raw = raw_scan(source, text, self.rules, first_party, hipify, self.target)
-                self._store(cache_key, raw)
+                scanned = file_scan(source, text, self.rules, first_party, hipify, self.target)
+                self._store(cache_key, scanned)
+            if declares_extensions(source.kind, text):
+                self._extensions[key] = scanned.extensions
+            raw = scanned.raw
         settings = FileSettings(
             target=self.target, ignore=ignored_codes(self.config, source.path) if self.config else (),
             report_unused=self.report_unused)
@@ -355,25 +387,9 @@ class _Run:
         return self.results[key]
 
     def extensions(self, source: SourcePath) -> Extensions:
-        """The extensions a Python file declares (cached like findings)."""
-        if source.path.absolute() in self._no_extensions:
-            return ()
-        try:
-            text = self.text(source)
-        except SourceError:
-            return ()
-        if "cpp_extension" not in text:
-            return ()
-        key = self.cache.key("extensions", source.rel, (), text) if self.cache else None
-        cached = self.cache.get_as(Extensions, key) if self.cache and key else None
-        if cached is not None:
-            return cached  # type: ignore[no-any-return]
-        found = self._extensions.pop(source.path.absolute(), None)
-        if found is None:
-            found = declared_extensions(text)
-        if self.cache and key:
-            self.cache.put_as(Extensions, key, found)
-        return found
+        """The extensions a scanned Python file declares, found by the same parse as its
+        findings (:meth:`scan`, :meth:`prepare`)."""
+        return self._extensions.pop(source.path.absolute(), ())
 
     def source(self, path: Path, kind: str) -> SourcePath:
         return SourcePath(path, relative(path, self.root), kind)

@@ -77,6 +77,8 @@ EXTENSION_BUILDERS = frozenset({
     "torch.utils.cpp_extension.CUDAExtension", "torch.utils.cpp_extension.CppExtension",
     "torch.utils.cpp_extension.load", "torch.utils.cpp_extension.load_inline",
 })
+#: The builders whose calls declare an extension with sources of its own.
+_DECLARING_BUILDERS = EXTENSION_BUILDERS - {"torch.utils.cpp_extension.load_inline"}
 #: Calls that fail on None: numeric and sequence conversions and version parsers.
 _CONVERSIONS = frozenset({"int", "float", "len", "tuple", "list", "sorted", "iter", "parse",
                           "Version", "LooseVersion", "StrictVersion", "parse_version"})
@@ -89,7 +91,7 @@ class _Scope:
     """Names bound in one scope. A binding is the imported qualified name, or None
     for anything else (parameter, assignment, def, class, relative import)."""
 
-    __slots__ = ("parent", "is_class", "bindings", "values", "global_names")
+    __slots__ = ("parent", "is_class", "bindings", "values", "global_names", "first_party")
 
     def __init__(self, parent: _Scope | None, is_class: bool = False) -> None:
         self.parent = parent
@@ -98,9 +100,14 @@ class _Scope:
         #: name -> (assigned expression, tuple-unpack index or None); for light dataflow
         self.values: dict[str, list[tuple[cst.BaseExpression, int | None]]] = {}
         self.global_names: set[str] = set()
+        #: name -> what first-party imports of it bind when the project's own modules are
+        #: not told apart (extension declarations resolve ``torch`` in torch's own tree)
+        self.first_party: dict[str, list[str]] = {}
 
-    def bind(self, name: str, qualified: str | None = None) -> None:
+    def bind(self, name: str, qualified: str | None = None, first_party: str | None = None) -> None:
         self.bindings.setdefault(name, []).append(qualified)
+        if first_party is not None:
+            self.first_party.setdefault(name, []).append(first_party)
 
     def lookup(self, name: str) -> _Scope | None:
         """The scope whose binding of ``name`` a use in this scope sees."""
@@ -116,14 +123,17 @@ class _Scope:
             scope = scope.parent
         return None
 
-    def qualified(self, parts: Sequence[str]) -> list[str]:
-        """Qualified names a dotted chain ``parts`` can stand for (imports only)."""
+    def qualified(self, parts: Sequence[str], every_import: bool = False) -> list[str]:
+        """Qualified names a dotted chain ``parts`` can stand for (imports only; with
+        ``every_import``, first-party imports too)."""
         owner = self.lookup(parts[0])
         if owner is None:
             return []
         rest = ".".join(parts[1:])
-        return sorted({(f"{q}.{rest}" if rest else q)
-                       for q in owner.bindings[parts[0]] if q is not None})
+        bound = [q for q in owner.bindings[parts[0]] if q is not None]
+        if every_import:
+            bound += owner.first_party.get(parts[0], ())
+        return sorted({(f"{q}.{rest}" if rest else q) for q in bound})
 
 
 # --------------------------------------------------------------------------- index
@@ -299,10 +309,13 @@ class NameCheck(NamedTuple):
 class _Collector(Walker):
     """Single pass: bindings per scope, plus the candidate sites of every kind."""
 
-    def __init__(self, index: _Index, first_party: frozenset[str]) -> None:
+    def __init__(self, index: _Index, first_party: frozenset[str], extensions: bool = False) -> None:
         super().__init__()
         self.index = index
         self.first_party = first_party
+        #: also collect what extension declarations need (every call)
+        self.extensions = extensions
+        self.wants_calls = index.wants_calls or extensions
         self.module_scope = _Scope(None)
         self.scope = self.module_scope
         #: id(node) -> "truth" or "operand" for names whose use is known (default: "other")
@@ -561,10 +574,10 @@ class _Collector(Walker):
             full = alias.evaluated_name
             local = self._is_first_party(full)
             if alias.asname is not None:
-                self.scope.bind(alias.evaluated_alias or full, None if local else full)
+                self.scope.bind(alias.evaluated_alias or full, None if local else full, full if local else None)
             else:
                 top = full.split(".", 1)[0]
-                self.scope.bind(top, None if local else top)
+                self.scope.bind(top, None if local else top, top if local else None)
             if not local:
                 for rule, p in self._import_rules(full):
                     self.import_sites.append(ImportSite(rule, node, full, alias.name, full))
@@ -578,7 +591,8 @@ class _Collector(Walker):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         relative = bool(node.relative)
         module = "" if node.module is None else cst.helpers.get_full_name_for_node(node.module) or ""
-        local = relative or module == "__future__" or self._is_first_party(module)
+        own = not relative and module != "__future__" and self._is_first_party(module)
+        local = relative or module == "__future__" or own
         if isinstance(node.names, cst.ImportStar):
             if not local:
                 for rule, _ in self._import_rules(module):
@@ -587,7 +601,7 @@ class _Collector(Walker):
         for alias in node.names:
             name = alias.evaluated_name
             full = f"{module}.{name}" if module else name
-            self.scope.bind(alias.evaluated_alias or name, None if local else full)
+            self.scope.bind(alias.evaluated_alias or name, None if local else full, full if own else None)
             if not local:
                 for rule, p in self._import_rules(full):
                     if node.module is not None and p.covers(module):
@@ -634,7 +648,7 @@ class _Collector(Walker):
                 self.scope.values.setdefault(func.value.value, []).append((added, None))
             else:
                 self._record_item(func.value, added)  # args["nvcc"].append("-O3")
-        if self.index.wants_calls:
+        if self.wants_calls:
             self.calls.append(CallSite(node, self.scope))
         self._visit(node.func)
         for arg in node.args:
@@ -820,9 +834,27 @@ class _Resolver:
                         done.add(rule.code)
                         self._hit(rule, id(node), node, name=qualified)
 
-    def _callee_names(self, call: cst.Call, scope: _Scope) -> list[str]:
+    def _callee_names(self, call: cst.Call, scope: _Scope, every_import: bool = False) -> list[str]:
         chain = dotted(call.func)
-        return scope.qualified(chain[1]) if chain is not None else []
+        return scope.qualified(chain[1], every_import) if chain is not None else []
+
+    def extensions(self) -> list[tuple[cst.Call, str, tuple[str, ...]]]:
+        """(call, name, source globs) of each ``CUDAExtension(name, sources=[...])``,
+        ``CppExtension(...)`` and ``load(...)`` call; the project's own modules are not
+        told apart here (torch's own tree declares extensions through ``torch``)."""
+        found: list[tuple[cst.Call, str, tuple[str, ...]]] = []
+        for call, scope in self.c.calls:
+            names = set(self._callee_names(call, scope, every_import=True))
+            if not names & _DECLARING_BUILDERS:
+                continue
+            name_arg = _argument(call, 0, "name")
+            name = string_text(name_arg) if name_arg is not None else None
+            sources_arg = _argument(call, 1, "sources")
+            sources = tuple(string_text(node) or "" for node in
+                            (self._string_items(sources_arg, scope, every_import=True)
+                             if sources_arg is not None else ()))
+            found.append((call, name or "<unnamed>", tuple(s for s in sources if s)))
+        return found
 
     def _calls(self) -> None:
         index = self.c.index
@@ -994,8 +1026,8 @@ class _Resolver:
                     self._hit(rule, id(node), node, value=text or "")
 
 
-    def _string_items(self, expr: cst.BaseExpression, scope: _Scope, depth: int = 0
-                      ) -> Iterator[cst.BaseExpression]:
+    def _string_items(self, expr: cst.BaseExpression, scope: _Scope, depth: int = 0,
+                      every_import: bool = False) -> Iterator[cst.BaseExpression]:
         """String literals a list-valued expression can hold: list/tuple literals, names
         bound (or ``+=``-ed, ``.append``-ed) in scope, ``a + b``, both arms of ``x if c else y``,
         and the arguments of helper calls such as ``append_nvcc_threads([...])``."""
@@ -1005,21 +1037,21 @@ class _Resolver:
             yield expr
         elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
             for element in expr.elements:
-                yield from self._string_items(element.value, scope, depth + 1)
+                yield from self._string_items(element.value, scope, depth + 1, every_import)
         elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-            yield from self._string_items(expr.left, scope, depth + 1)
-            yield from self._string_items(expr.right, scope, depth + 1)
+            yield from self._string_items(expr.left, scope, depth + 1, every_import)
+            yield from self._string_items(expr.right, scope, depth + 1, every_import)
         elif isinstance(expr, cst.IfExp):
-            yield from self._string_items(expr.body, scope, depth + 1)
-            yield from self._string_items(expr.orelse, scope, depth + 1)
+            yield from self._string_items(expr.body, scope, depth + 1, every_import)
+            yield from self._string_items(expr.orelse, scope, depth + 1, every_import)
         elif isinstance(expr, cst.Name):
-            for (value, unpack), owner in _values(scope, expr.value):
+            for (value, unpack), owner in _values(scope, expr.value, every_import):
                 if unpack is None:
-                    yield from self._string_items(value, owner, depth + 1)
+                    yield from self._string_items(value, owner, depth + 1, every_import)
         elif isinstance(expr, cst.Call):
             for arg in expr.args:
                 if arg.keyword is None and not arg.star:
-                    yield from self._string_items(arg.value, scope, depth + 1)
+                    yield from self._string_items(arg.value, scope, depth + 1, every_import)
 
     def _setup_requirements(self) -> None:
         """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``."""
@@ -1096,9 +1128,13 @@ class _Resolver:
         return []
 
 
-def _values(scope: _Scope, name: str) -> Iterator[tuple[tuple[cst.BaseExpression, int | None], _Scope]]:
+def _values(scope: _Scope, name: str, every_import: bool = False
+            ) -> Iterator[tuple[tuple[cst.BaseExpression, int | None], _Scope]]:
+    """What a name that no import binds was assigned (with ``every_import``, no
+    first-party import either)."""
     owner = scope.lookup(name)
-    if owner is not None and all(q is None for q in owner.bindings[name]):
+    if (owner is not None and all(q is None for q in owner.bindings[name])
+            and not (every_import and name in owner.first_party)):
         for value in owner.values.get(name, ()):
             yield value, owner
 
@@ -1183,10 +1219,42 @@ def _drop_superseded(hits: list[tuple[Rule, object, cst.BaseExpression, dict[str
 def match_python(module: cst.Module, rules: Sequence[Rule],
                  first_party: frozenset[str] = frozenset()) -> list[Match]:
     """Every match of ``rules`` in a parsed module, located by character offsets."""
-    index = _Index(rules)
-    collector = _Collector(index, first_party)
-    collector.walk(module)
-    resolver = _Resolver(module, collector)
+    return ModuleWalk(module, rules, first_party).matches()
+
+
+@dataclass(frozen=True, slots=True)
+class ExtensionDecl:
+    """A CUDA/C++ extension declared in Python: its name, where, and its source globs."""
+
+    name: str
+    offset: int  #: character offset of the declaring call
+    sources: tuple[str, ...]  #: as written (paths or glob patterns), relative to the file
+
+
+class ModuleWalk:
+    """One walk of a parsed module for ``rules``: with ``extensions``, the extensions it
+    declares are read off the same walk at once (a built-in site: calls to
+    :data:`EXTENSION_BUILDERS`); the rule matches come from :meth:`matches`."""
+
+    def __init__(self, module: cst.Module, rules: Sequence[Rule], first_party: frozenset[str] = frozenset(),
+                 extensions: bool = False) -> None:
+        self.module = module
+        self.collector = _Collector(_Index(rules), first_party, extensions)
+        self.collector.walk(module)
+        self.resolver = _Resolver(module, self.collector)
+        self.extensions: tuple[ExtensionDecl, ...] = ()
+        if extensions:
+            found = self.resolver.extensions()
+            starts = locate(module, [call for call, _, _ in found])
+            self.extensions = tuple(ExtensionDecl(name, starts[id(call)][0], sources)
+                                    for call, name, sources in found)
+
+    def matches(self) -> list[Match]:
+        """Every match of the rules, located by character offsets."""
+        return _matches(self.module, self.collector, self.resolver)
+
+
+def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> list[Match]:
     resolver.run()
     hits = _drop_superseded(resolver.hits)
     reports = _report_nodes(hits)
@@ -1263,32 +1331,7 @@ def _report_nodes(hits: Iterable[tuple[Rule, object, cst.BaseExpression, dict[st
     return reports
 
 
-@dataclass(frozen=True, slots=True)
-class ExtensionDecl:
-    """A CUDA/C++ extension declared in Python: its name, where, and its source globs."""
-
-    name: str
-    offset: int  #: character offset of the declaring call
-    sources: tuple[str, ...]  #: as written (paths or glob patterns), relative to the file
-
-
-def find_extensions(module: cst.Module) -> list[ExtensionDecl]:
+def find_extensions(module: cst.Module) -> tuple[ExtensionDecl, ...]:
     """``CUDAExtension(name, sources=[...])``, ``CppExtension(...)`` and ``load(...)``
-    calls, resolved through imports like every other call."""
-    collector = _Collector(_Index([]), frozenset())
-    collector.index.wants_calls = True
-    collector.walk(module)
-    resolver = _Resolver(module, collector)
-    found: list[tuple[cst.Call, str, tuple[str, ...]]] = []
-    for call, scope in collector.calls:
-        names = set(resolver._callee_names(call, scope))
-        if not names & (EXTENSION_BUILDERS - {"torch.utils.cpp_extension.load_inline"}):
-            continue
-        name_arg = _argument(call, 0, "name")
-        name = string_text(name_arg) if name_arg is not None else None
-        sources_arg = _argument(call, 1, "sources")
-        sources = tuple(string_text(node) or "" for node in
-                        (resolver._string_items(sources_arg, scope) if sources_arg is not None else ()))
-        found.append((call, name or "<unnamed>", tuple(s for s in sources if s)))
-    offsets = locate(module, [call for call, _, _ in found])
-    return [ExtensionDecl(name, offsets[id(call)][0], sources) for call, name, sources in found]
+    calls, resolved through imports like every other call (see :class:`ModuleWalk`)."""
+    return ModuleWalk(module, (), extensions=True).extensions
