@@ -69,7 +69,7 @@ def inside(folder: Path, paths: Sequence[Path]) -> Path | None:
     for path in paths:
         top = path.resolve()
         top = top if top.is_dir() else top.parent
-        if resolved == top or top in resolved.parents:
+        if resolved.is_relative_to(top):
             return path
     return None
 

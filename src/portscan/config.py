@@ -174,7 +174,7 @@ def parse_config(table: Mapping[str, Any], path: Path, where: str = "") -> Confi
         tree's configuration may not reach rule files or baselines elsewhere."""
         resolved = (path.parent / value).resolve()
         home = path.parent.resolve()
-        if resolved != home and home not in resolved.parents:
+        if not resolved.is_relative_to(home):
             raise fail(key, f"{value!r} lies outside the project ({home}); give such a path on "
                             "the command line instead (--rules-dir, --baseline)")
         return path.parent / value
