@@ -12,6 +12,8 @@ included), several times, median reported:
   warm scan        `portscan scan` with a populated cache and nothing changed
   pre-commit       `portscan scan --force-exclude` on 5 files, rule pack cached, results not
   semgrep          `semgrep --config benchmarks/semgrep-rules.yml` (only if semgrep is installed)
+  report formats   `portscan scan --no-cache` of fixtures/cuda-trainer as JSON and as SARIF
+                   (whose `fixes` run the fix engine), alternating, and their ratio
   verify hooks     per-step overhead of `portscan verify`'s injected hooks: median step
                    time of benchmarks/step_timer.py plain and under `portscan verify`
 
@@ -162,6 +164,16 @@ def main() -> int:
             sg = median(semgrep_run, args.repeat)
             rows.append(("semgrep, equivalent rules", sg, f"{sg / baseline:.1f}x"))
             rows.append(("portscan cold vs semgrep", cold / sg, "(ratio)"))
+
+        fixture = REPO / "fixtures" / "cuda-trainer"
+        formats: dict[str, list[float]] = {"json": [], "sarif": []}
+        for round_ in range(max(args.repeat, 5)):  # alternate, so load changes hit both alike
+            for name in ("json", "sarif") if round_ % 2 == 0 else ("sarif", "json"):
+                formats[name].append(portscan("scan", "--no-cache", "--format", name, str(fixture), env=env))
+        as_json, as_sarif = statistics.median(formats["json"]), statistics.median(formats["sarif"])
+        rows.append(("fixtures/cuda-trainer as JSON", as_json, f"{as_json / baseline:.1f}x"))
+        rows.append(("fixtures/cuda-trainer as SARIF", as_sarif, f"{as_sarif / baseline:.1f}x"))
+        rows.append(("SARIF vs JSON", as_sarif / as_json, "(ratio)"))
 
     verify = [] if args.skip_verify else [(width, *verify_overhead(max(args.repeat, 7), width))
                                           for width in (128, 2048)]

@@ -353,14 +353,24 @@ def test_not_fixed_lines_are_those_of_the_input(rules) -> None:
 @pytest.mark.parametrize("fixture", sorted(p.name for p in (REPO / "fixtures").iterdir() if p.is_dir()))
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
 def test_fix_markers_equal_what_fix_applies(tmp_path: Path, rules, fixture: str, unsafe: bool) -> None:
-    """On every fixture, the findings a scan marks fixable (per file and rule) are
+    """On every fixture, the findings a scan marks fixable (file, rule and line) are
     exactly those ``portscan fix`` (``--unsafe-fixes``) applies."""
     root = REPO / "fixtures" / fixture
     tiers = {"safe", "unsafe"} if unsafe else {"safe"}
-    marked = Counter((f.path, f.rule) for f in scan_paths([root], rules).findings if f.fix in tiers)
+    marked = Counter((f.path, f.rule, f.span.line) for f in scan_paths([root], rules).findings if f.fix in tiers)
     run = fix_paths([copy(root, tmp_path)], rules, unsafe=unsafe, write=False)
-    applied = Counter((f.path, a.rule) for f in run.files for a in f.applied)
+    applied = Counter((f.path, a.rule, a.line) for f in run.files for a in f.applied)
     assert applied == marked
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in (REPO / "fixtures").iterdir() if p.is_dir()))
+def test_fix_reports_what_a_fresh_scan_of_its_result_finds(tmp_path: Path, rules, fixture: str) -> None:
+    """``fix`` takes the fixed files' findings from the engine's last pass instead of
+    scanning them again: they are those a scan of the written tree finds."""
+    root = copy(REPO / "fixtures" / fixture, tmp_path)
+    run = fix_paths([root], rules, unsafe=True)
+    assert any(f.findings is not None for f in run.files) or not run.files
+    assert run.after == scan_paths([root], rules)
 
 
 @pytest.mark.parametrize("source", [

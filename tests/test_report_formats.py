@@ -15,7 +15,8 @@ from portscan.model import Confidence, FileError, Finding, ScanResult, Severity,
 from portscan.parse import LineIndex
 from portscan.report.concise import render_concise
 from portscan.report.github import render_github
-from portscan.report.sarif import diff_replacements, neutral_message, render_sarif
+from portscan.fix.engine import changed_blocks
+from portscan.report.sarif import neutral_message, render_sarif, replacement
 from portscan.ruleset.loader import RuleSet, load_rules
 from portscan.scan import scan_paths
 
@@ -196,7 +197,8 @@ def test_sarif_no_fix_on_a_non_fixable_finding(fixture_sarif: dict, fixture_scan
 
 
 def test_sarif_fix_hunks_belong_to_their_finding(fixture_sarif: dict, fixture_scan: ScanResult) -> None:
-    """A fix shows only the changes near its finding, never those of another finding."""
+    """A fix shows only the changes near its finding, never those of another finding
+    of its rule (the engine says which changes are whose; imports may be shared)."""
     pairs = list(zip(fixture_sarif["runs"][0]["results"], fixture_scan.findings, strict=True))
     for result, f in pairs:
         for fix in result.get("fixes", []):
@@ -221,13 +223,15 @@ def test_sarif_fix_hunks_belong_to_their_finding(fixture_sarif: dict, fixture_sc
                                                   "def f():\n    return x.y()\n"),
     ("é = 1\nü = 2\n", "é = 1\nü = 3\nnew = 4\n"),
 ])
-def test_diff_replacements_reproduce_the_new_text(old: str, new: str) -> None:
-    hunks = diff_replacements(old, new)
-    assert hunks
-    assert apply_replacements(old, [r for _, _, r in hunks]) == new
-    for first, last, r in hunks:
+def test_replacements_reproduce_the_new_text(old: str, new: str) -> None:
+    """The engine's changed blocks, as SARIF replacements, turn the old text into the new."""
+    blocks = changed_blocks(old, new)
+    assert blocks
+    replacements = [replacement(old, new, block) for block in blocks]
+    assert apply_replacements(old, replacements) == new
+    for r in replacements:
         region = r["deletedRegion"]
-        assert 1 <= first <= last and region["startLine"] >= 1 and region["startColumn"] >= 1
+        assert region["startLine"] >= 1 and region["startColumn"] >= 1
 
 
 def test_sarif_reports_file_errors(ruleset: RuleSet, tmp_path: Path) -> None:

@@ -213,6 +213,19 @@ def split_lines(text: str) -> list[str]:
     return _NEWLINE.split(text)
 
 
+def lines_with_ends(text: str) -> list[str]:
+    """The same lines with their line endings, as diffs compare them (a change of line
+    ending is a change); no empty line after a final newline."""
+    lines: list[str] = []
+    start = 0
+    for match in _NEWLINE.finditer(text):
+        lines.append(text[start:match.end()])
+        start = match.end()
+    if start < len(text):
+        lines.append(text[start:])
+    return lines
+
+
 class LineIndex:
     """Converts character offsets in a text into 1-based (line, column) pairs."""
 

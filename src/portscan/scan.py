@@ -10,11 +10,12 @@ into the kernel scan; they come from the same parse and walk as the file's findi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from pathlib import Path, PurePosixPath
 
 from portscan.config import Config, ignored_codes
@@ -32,6 +33,7 @@ from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.match.levels import guarded_severity
 from portscan.match.manifests import requirements_includes
 from portscan.bounded import PatternTimeout
+from portscan.pool import map_in_processes
 from portscan.cache import Cache, Extensions, FileScan, Raw
 from portscan.config import Target
 from portscan.suppress import apply as apply_suppressions
@@ -96,7 +98,7 @@ def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str
     """Findings in one source text; the kind comes from the file name unless given. With
     a ``target``, rules report at the severity they declare for it (or not at all)."""
     kind = kind or file_kind(PurePosixPath(path)) or "python"
-    return _findings(text, path, match_text(text, kind, rules, first_party, hipify), target)
+    return findings_from(text, path, match_text(text, kind, rules, first_party, hipify), target)
 
 
 def declares_extensions(kind: str, text: str) -> bool:
@@ -125,7 +127,9 @@ def _walk_declaring(text: str, rules: RuleSet, first_party: frozenset[str]
             tuple((d.name, lines.position(d.offset)[0], d.sources) for d in walk.extensions))
 
 
-def _findings(text: str, path: str, matches: list[Match], target: Target | None) -> tuple[Finding, ...]:
+def findings_from(text: str, path: str, matches: list[Match], target: Target | None) -> tuple[Finding, ...]:
+    """The findings of one text's matches (before suppressions), sorted; with a ``target``,
+    at the severity each rule declares for it."""
     if not matches:
         return ()
     for match in matches:  # non-Python matchers leave `matched` to the text itself
@@ -165,7 +169,7 @@ def file_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozen
         nonlocal extensions
         if declares_extensions(source.kind, text):
             walk, extensions = _walk_declaring(text, rules, first_party)
-            return _findings(text, source.rel, walk.matches() if walk is not None else [], target)
+            return findings_from(text, source.rel, walk.matches() if walk is not None else [], target)
         return scan_source(text, source.rel, rules, first_party, source.kind, hipify, target)
 
     error: FileError
@@ -203,36 +207,18 @@ def finish(source: SourcePath, text: str, raw: Raw, rules: RuleSet, settings: Fi
 PARALLEL_MIN = 24
 #: with this many Python files not in the cache, the workers run the prefilter as well
 BULK_MIN = 200
-_WORKER: dict[str, Any] = {}
 
 
-def _init_worker(rules: RuleSet, target: Target | None) -> None:
-    _WORKER["rules"], _WORKER["target"] = rules, target
-
-
-def _work(batch: list[tuple[SourcePath, str, frozenset[str]]]) -> list[FileScan]:
-    return [file_scan(source, text, _WORKER["rules"], first_party, None, _WORKER["target"])
-            for source, text, first_party in batch]
+def _work(settings: tuple[RuleSet, Target | None], job: tuple[SourcePath, str, frozenset[str]]) -> FileScan:
+    rules, target = settings
+    source, text, first_party = job
+    return file_scan(source, text, rules, first_party, None, target)
 
 
 def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet, target: Target | None,
               workers: int) -> list[FileScan]:
-    """The :func:`file_scan` of each of ``jobs`` in order, from ``workers`` processes
-    (largest files first, so one big file does not finish last)."""
-    import concurrent.futures
-    import multiprocessing
-
-    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i][1]))
-    batches = [[jobs[i] for i in order[k::workers * 4]] for k in range(workers * 4)]
-    context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                          else "spawn")
-    results: dict[int, FileScan] = {}
-    with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker,
-                                                initargs=(rules, target)) as pool:
-        for k, raws in enumerate(pool.map(_work, batches)):
-            for i, raw in zip(order[k::workers * 4], raws, strict=True):
-                results[i] = raw
-    return [results[i] for i in range(len(jobs))]
+    """The :func:`file_scan` of each of ``jobs`` in order, from ``workers`` processes."""
+    return map_in_processes(_work, (rules, target), jobs, workers, size=lambda job: len(job[1]))
 
 
 def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -248,157 +234,153 @@ def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list
     return files, missing
 
 
-class _Run:
-    """The state of one scan: the queue of files, their results, lazily loaded tables."""
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What every file of one scan is scanned with; nothing here changes during the scan."""
 
-    def __init__(self, rules: RuleSet, root: Path, overrides: Mapping[Path, str],
-                 config: Config | None, report_unused: bool, cache: Cache | None) -> None:
-        self.rules = rules
-        self.overrides = overrides
-        self.config = config
-        self.report_unused = report_unused
-        self.cache = cache
-        self.target = config.target if config else None
-        self.root = root
-        self._first_party = FirstParty(root)
-        self.results: dict[Path, FileResult] = {}
-        self.raw: dict[Path, Raw] = {}  #: computed ahead (cache, workers)
-        self._texts: dict[Path, str] = {}
-        self._no_extensions: set[Path] = set()  #: Python files known not to mention cpp_extension
-        self._extensions: dict[Path, Extensions] = {}  #: declared by files that may declare some
-        self.notes: list[str] = []
-        self._hipify: frozenset[str] | None = None
-        self._hipify_loaded = False
+    rules: RuleSet
+    root: Path
+    overrides: Mapping[Path, str]  #: absolute path -> text scanned instead of the file's
+    config: Config | None
+    report_unused: bool
+    cache: Cache | None
+    known: Mapping[Path, tuple[Finding, ...]]  #: absolute path -> raw findings worked out already
+    first_party: FirstParty
+    hipify: Callable[[], frozenset[str] | None]  #: loaded on first use
 
-    def hipify(self) -> frozenset[str] | None:
-        if not self._hipify_loaded:
-            self._hipify_loaded = True
-            if any(r.pattern.kind == "cuda-api" for r in self.rules.rules):
-                self._hipify = load_hipify_names()
-        return self._hipify
+    @property
+    def target(self) -> Target | None:
+        return self.config.target if self.config else None
 
-    def first_party(self, source: SourcePath) -> frozenset[str]:
-        return self._first_party(source.path.parent)
+    def source(self, path: Path, kind: str) -> SourcePath:
+        return SourcePath(path, relative(path, self.root), kind)
 
     def text(self, source: SourcePath) -> str:
-        """The file's text, read once per run (kept until :meth:`forget`)."""
-        key = source.path.absolute()
-        if key not in self._texts:
-            override = self.overrides.get(key)
-            self._texts[key] = override if override is not None else read_source(source.path, source.kind)
-        return self._texts[key]
+        override = self.overrides.get(source.path.absolute())
+        return override if override is not None else read_source(source.path, source.kind)
 
-    def forget(self, source: SourcePath) -> None:
-        self._texts.pop(source.path.absolute(), None)
+    def settings(self, source: SourcePath) -> FileSettings:
+        ignore = ignored_codes(self.config, source.path) if self.config else ()
+        return FileSettings(target=self.target, ignore=ignore, report_unused=self.report_unused)
 
-    def prepare(self, sources: Sequence[SourcePath], workers: int | None) -> None:
-        """Work out the raw results of Python files ahead: from the cache, from the
-        prefilter (no candidate rule: nothing to parse), or in a process pool. With many
-        files to look at, the workers run the prefilter too, and they also find the
-        extensions declared in the files they parse."""
-        pending: list[tuple[SourcePath, str, frozenset[str], str | None]] = []
-        for source in sources:
-            if source.kind != "python":
-                continue
-            try:
-                text = self.text(source)
-            except SourceError:
-                continue  # scan() reports it
-            first_party = self.first_party(source)
-            key, cached = self._lookup(source, text, first_party)
-            if "cpp_extension" not in text:
-                self._no_extensions.add(source.path.absolute())
-            if cached is not None:
-                self._settle(source, cached, None)
-            else:
-                pending.append((source, text, first_party, key))
-        count = workers if workers is not None else min(os.cpu_count() or 1, 8)
-        if count > 1 and len(pending) >= BULK_MIN:
-            jobs = pending
-        else:
-            jobs = []
-            for job in pending:
-                if self.rules.candidates(job[1]) or declares_extensions(job[0].kind, job[1]):
-                    jobs.append(job)
-                else:
-                    self._settle(job[0], FileScan(()), job[3])
-            if len(jobs) < PARALLEL_MIN or count <= 1:
-                return  # scan() parses them one by one
-        results = _parallel([(source, text, first_party) for source, text, first_party, _ in jobs],
-                            self.rules, self.target, count)
-        for (source, _, _, key), scanned in zip(jobs, results, strict=True):
-            self._settle(source, scanned, key)
-
-    def _settle(self, source: SourcePath, scanned: FileScan, key: str | None) -> None:
-        """Keep a result computed ahead (and cache it); drop the text if nothing needs it."""
-        absolute = source.path.absolute()
-        self.raw[absolute] = scanned.raw
-        self._keep_extensions(source, scanned)
-        self._store(key, scanned)
-        if scanned.raw == () and absolute in self._no_extensions and not self.report_unused:
-            self.forget(source)  # keep memory flat
-
-    def _keep_extensions(self, source: SourcePath, scanned: FileScan) -> None:
-        if source.kind == "python" and source.path.absolute() not in self._no_extensions:
-            self._extensions[source.path.absolute()] = scanned.extensions
-
-    def _lookup(self, source: SourcePath, text: str, first_party: frozenset[str]
-                ) -> tuple[str | None, FileScan | None]:
+    def lookup(self, source: SourcePath, text: str) -> tuple[str | None, FileScan | None]:
         """(cache key, the cached result or None); (None, None) without a cache."""
         if self.cache is None:
             return None, None
-        key = self.cache.key(source.kind, source.rel, first_party, text)
+        key = self.cache.key(source.kind, source.rel, self.first_party(source.path.parent), text)
         return key, self.cache.get(key)
 
-    def _store(self, key: str | None, scanned: FileScan) -> None:
+    def store(self, key: str | None, scanned: FileScan) -> None:
         """Cache a result; internal errors and timeouts are not kept (they may not recur)."""
         raw = scanned.raw
         if self.cache and key and not (isinstance(raw, FileError) and raw.kind in ("internal", "timeout")):
             self.cache.put(key, scanned)
 
-    def scan(self, source: SourcePath) -> FileResult:
-        key = source.path.absolute()
-        if key in self.results:
-            return self.results[key]
-        if self.raw.get(key) == () and not self.report_unused:  # known clean: the text is not needed
-            del self.raw[key]
-            self.results[key] = FileResult(source.rel, ())
-            return self.results[key]
+    def scanned(self, source: SourcePath, text: str) -> FileScan:
+        """The file's raw result: worked out already, cached, or scanned now (and cached)."""
+        known = self.known.get(source.path.absolute())
+        if known is not None:
+            return FileScan(known)
+        key, cached = self.lookup(source, text)
+        if cached is not None:
+            return cached
+        hipify = self.hipify() if source.kind == "cuda" else None
+        scanned = file_scan(source, text, self.rules, self.first_party(source.path.parent), hipify, self.target)
+        self.store(key, scanned)
+        return scanned
+
+
+@dataclass(frozen=True, slots=True)
+class _Ahead:
+    """A Python file's raw result worked out before the file's turn (cache, prefilter,
+    process pool), with its text when finishing it still needs the text."""
+
+    scanned: FileScan
+    text: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """One file scanned: its result, the files it brings in (``-r`` includes) and the
+    extensions it declares."""
+
+    result: FileResult
+    includes: tuple[Path, ...] = ()
+    declared: Extensions = ()
+
+
+def _needs_text(scanned: FileScan, text: str, inputs: _Inputs) -> bool:
+    return scanned.raw != () or inputs.report_unused or declares_extensions("python", text)
+
+
+def _ahead(sources: Sequence[SourcePath], inputs: _Inputs, workers: int | None) -> dict[Path, _Ahead]:
+    """The raw results of Python files worked out ahead: worked out already (``known``),
+    from the cache, from the prefilter (no candidate rule: nothing to parse), or in a
+    process pool. With many files to look at, the workers run the prefilter too, and
+    they also find the extensions declared in the files they parse. Files left out are
+    scanned in their turn."""
+    ahead: dict[Path, _Ahead] = {}
+    pending: list[tuple[SourcePath, str, str | None]] = []
+
+    def settle(source: SourcePath, text: str, scanned: FileScan) -> None:
+        ahead[source.path.absolute()] = _Ahead(scanned, text if _needs_text(scanned, text, inputs) else None)
+
+    for source in sources:
+        if source.kind != "python":
+            continue
         try:
-            text = self.text(source)
-        except SourceError as exc:
-            self.results[key] = FileResult(source.rel, error=FileError(source.rel, exc.kind, exc.message))
-            return self.results[key]
-        raw = self.raw.pop(key, None)
-        if raw is None:
-            first_party = self.first_party(source)
-            cache_key, scanned = self._lookup(source, text, first_party)
-            if scanned is None:
-                hipify = self.hipify() if source.kind == "cuda" else None
-                scanned = file_scan(source, text, self.rules, first_party, hipify, self.target)
-                self._store(cache_key, scanned)
-            if declares_extensions(source.kind, text):
-                self._extensions[key] = scanned.extensions
-            raw = scanned.raw
-        settings = FileSettings(
-            target=self.target, ignore=ignored_codes(self.config, source.path) if self.config else (),
-            report_unused=self.report_unused)
-        self.results[key] = finish(source, text, raw, self.rules, settings)
-        return self.results[key]
+            text = inputs.text(source)
+        except SourceError:
+            continue  # its turn reports it
+        known = inputs.known.get(source.path.absolute())
+        key, cached = (None, FileScan(known)) if known is not None else inputs.lookup(source, text)
+        if cached is not None:
+            settle(source, text, cached)
+        else:
+            pending.append((source, text, key))
+    count = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    if count > 1 and len(pending) >= BULK_MIN:
+        jobs = pending
+    else:
+        jobs = []
+        for source, text, key in pending:
+            if inputs.rules.candidates(text) or declares_extensions(source.kind, text):
+                jobs.append((source, text, key))
+            else:
+                inputs.store(key, FileScan(()))
+                settle(source, text, FileScan(()))
+        if len(jobs) < PARALLEL_MIN or count <= 1:
+            return ahead  # the rest are parsed one by one, in their turn
+    results = _parallel([(source, text, inputs.first_party(source.path.parent)) for source, text, _ in jobs],
+                        inputs.rules, inputs.target, count)
+    for (source, text, key), scanned in zip(jobs, results, strict=True):
+        inputs.store(key, scanned)
+        settle(source, text, scanned)
+    return ahead
 
-    def extensions(self, source: SourcePath) -> Extensions:
-        """The extensions a scanned Python file declares, found by the same parse as its
-        findings (:meth:`scan`, :meth:`prepare`)."""
-        return self._extensions.pop(source.path.absolute(), ())
 
-    def source(self, path: Path, kind: str) -> SourcePath:
-        return SourcePath(path, relative(path, self.root), kind)
+def _outcome(source: SourcePath, inputs: _Inputs, ahead: _Ahead | None) -> _Outcome:
+    """Scan one file (or finish what was worked out ahead for it)."""
+    if ahead is not None and ahead.text is None:  # known clean, declares nothing: no need to read it
+        return _Outcome(FileResult(source.rel, ()))
+    try:
+        text = ahead.text if ahead is not None and ahead.text is not None else inputs.text(source)
+    except SourceError as exc:
+        return _Outcome(FileResult(source.rel, error=FileError(source.rel, exc.kind, exc.message)))
+    scanned = ahead.scanned if ahead is not None else inputs.scanned(source, text)
+    result = finish(source, text, scanned.raw, inputs.rules, inputs.settings(source))
+    if source.kind == "requirements":
+        includes = tuple(source.path.parent / include for include in requirements_includes(text))
+        return _Outcome(result, includes=tuple(p for p in includes if p.is_file()))
+    declared = scanned.extensions if declares_extensions(source.kind, text) else ()
+    return _Outcome(result, declared=declared)
 
 
 def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, str] | None = None,
                *, config: Config | None = None, force_exclude: bool = False, report_unused: bool = False,
                progress: Callable[[int, int], None] | None = None, cache: Path | None = None,
-               workers: int | None = None) -> ScanResult:
+               workers: int | None = None, known: Mapping[Path, tuple[Finding, ...]] | None = None
+               ) -> ScanResult:
     """Scan files and directories. Raises :class:`portscan.discover.UsageError` for a
     path that does not exist; every per-file problem lands in ``errors``.
 
@@ -408,60 +390,61 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
     excludes to files named explicitly; ``progress(done, total)`` is called per file.
     ``cache`` is the cache folder (see :mod:`portscan.cache`; None: no cache);
     ``workers`` the size of the process pool (None: one per core when there is enough
-    to parse; 1: none). Results do not depend on either."""
+    to parse; 1: none). Results do not depend on either. ``known`` maps absolute paths of
+    Python files to their findings before suppressions, already worked out from the
+    same text (``portscan fix`` passes those of its last pass)."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
     discovery = discover(paths, excludes, force_exclude)
     salt = f"{rules.digest}|{config.target if config else None}|{table_digest()}"
     store = Cache(cache, salt) if cache is not None else None
-    run = _Run(rules, discovery.root, overrides or {}, config, report_unused, store)
+    wants_table = any(r.pattern.kind == "cuda-api" for r in rules.rules)
+    inputs = _Inputs(rules, discovery.root, overrides or {}, config, report_unused, store, known or {},
+                     FirstParty(discovery.root),
+                     functools.cache(lambda: load_hipify_names() if wants_table else None))
     try:
-        run.prepare(discovery.files, workers)
-        return _drain(run, discovery, progress)
+        return _scan(discovery, inputs, _ahead(discovery.files, inputs, workers), progress)
     finally:
         if store is not None:
             store.close()
 
 
-def _drain(run: _Run, discovery: Discovery, progress: Callable[[int, int], None] | None) -> ScanResult:
+def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
+          progress: Callable[[int, int], None] | None) -> ScanResult:
+    """Every discovered file in turn, then the files they bring in: requirement
+    includes, and the C++/CUDA sources of the extensions Python files declare."""
+    outcomes: dict[Path, _Outcome] = {}
+
+    def scan(source: SourcePath) -> _Outcome:
+        key = source.path.absolute()
+        if key not in outcomes:
+            outcomes[key] = _outcome(source, inputs, ahead.pop(key, None))
+        return outcomes[key]
+
     queue = list(discovery.files)
     extensions: list[Extension] = []
     done = 0
     while queue:
         source = queue.pop(0)
-        run.scan(source)
+        outcome = scan(source)
         done += 1
         if progress is not None:
             progress(done, done + len(queue))
-        if source.kind == "requirements":
-            try:
-                text = run.text(source)  # read once, by run.scan
-            except SourceError:
-                continue
-            run.forget(source)
-            for include in requirements_includes(text):
-                target = source.path.parent / include
-                if target.is_file() and target.absolute() not in run.results:
-                    queue.append(run.source(target, "requirements"))
-        elif source.kind == "python":
-            declared = run.extensions(source)
-            run.forget(source)
-            for name, line, globs in declared:
-                files, missing = _resolve_sources(source.path.parent, globs)
-                results = [run.scan(run.source(f, "cuda")) for f in files]
-                extensions.append(Extension(
-                    name=name, path=source.rel, line=line,
-                    sources=tuple(run.source(f, "cuda").rel for f in files),
-                    findings=sum(len(r.findings) for r in results), missing=tuple(missing)))
-    findings = [f for result in run.results.values() for f in result.findings]
-    errors = list(discovery.errors) + [r.error for r in run.results.values() if r.error]
+        queue += [inputs.source(p, "requirements") for p in outcome.includes if p.absolute() not in outcomes]
+        for name, line, globs in outcome.declared:
+            files, missing = _resolve_sources(source.path.parent, globs)
+            results = [scan(inputs.source(f, "cuda")).result for f in files]
+            extensions.append(Extension(
+                name=name, path=source.rel, line=line, sources=tuple(inputs.source(f, "cuda").rel for f in files),
+                findings=sum(len(r.findings) for r in results), missing=tuple(missing)))
+    results = [o.result for o in outcomes.values()]
+    errors = list(discovery.errors) + [r.error for r in results if r.error]
     return ScanResult(
         root=str(discovery.root),
-        files_scanned=len(run.results),
-        findings=tuple(sorted(findings, key=Finding.sort_key)),
+        files_scanned=len(results),
+        findings=tuple(sorted((f for r in results for f in r.findings), key=Finding.sort_key)),
         errors=tuple(sorted(errors, key=lambda e: e.path)),
         extensions=tuple(sorted(extensions, key=lambda e: (e.path, e.line))),
-        notes=tuple(run.notes),
-        suppressed=sum(r.suppressed for r in run.results.values()),
-        scanned=tuple(sorted(r.path for r in run.results.values())),
-        unused_suppressions=tuple(u for r in run.results.values() for u in r.unused),
+        suppressed=sum(r.suppressed for r in results),
+        scanned=tuple(sorted(r.path for r in results)),
+        unused_suppressions=tuple(u for r in results for u in r.unused),
     )

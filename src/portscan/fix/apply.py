@@ -21,8 +21,9 @@ from pathlib import Path
 from portscan.config import Config, Target, ignored_codes
 from portscan.discover import Excludes, FirstParty, discover
 from portscan.fix.engine import FileFix, fix_source
-from portscan.model import FileError, ScanResult
+from portscan.model import FileError, Finding, ScanResult
 from portscan.parse import SourceError, decode_python, python_encoding, read_bytes
+from portscan.pool import map_in_processes
 from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_paths, scan_source
 
@@ -50,7 +51,7 @@ def added_findings(fixed: FileFix, rules: RuleSet, first_party: frozenset[str],
 
     guarded = {a.rule for a in fixed.applied
                if (rule := rules.by_code.get(a.rule)) and rule.fix and rule.fix.kind == "guard-import"}
-    delta = counts(fixed.fixed)
+    delta = Counter(f.rule for f in fixed.findings) if fixed.findings is not None else counts(fixed.fixed)
     delta.subtract(counts(fixed.source))
     return tuple(Added(fixed.path, code, n, code in guarded) for code, n in sorted(delta.items()) if n > 0)
 
@@ -94,6 +95,32 @@ class FileChangedError(OSError):
     pass
 
 
+def _fix_one(settings: tuple[RuleSet, bool], job: tuple[str, str, frozenset[str]]) -> FileFix:
+    rules, unsafe = settings
+    text, path, first_party = job
+    return fix_source(text, path, rules, unsafe, first_party)
+
+
+def fix_files(root: Path, paths: Sequence[str], rules: RuleSet, unsafe: bool = False,
+              workers: int | None = None) -> dict[str, FileFix]:
+    """Each of ``paths`` (relative to ``root``) fixed in memory, one engine run per file,
+    in a process pool when there are several; a file that cannot be read is left out."""
+    first_party = FirstParty(root)
+    jobs: list[tuple[str, str, frozenset[str]]] = []
+    for path in paths:
+        try:
+            jobs.append((decode_python(read_bytes(root / path)), path, first_party((root / path).parent)))
+        except SourceError:
+            continue
+    count = workers if workers is not None else min(os.cpu_count() or 1, 8)
+    if count > 1 and len(jobs) > 1:
+        fixed = map_in_processes(_fix_one, (rules, unsafe), jobs, min(count, len(jobs)),
+                                 size=lambda job: len(job[0]))
+    else:
+        fixed = [_fix_one((rules, unsafe), job) for job in jobs]
+    return {f.path: f for f in fixed}
+
+
 def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True,
               config: Config | None = None, force_exclude: bool = False, cache: Path | None = None,
               workers: int | None = None) -> FixRun:
@@ -105,7 +132,9 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     files: list[FileFix] = []
     errors: list[FileError] = []
     overrides: dict[Path, str] = {}
+    known: dict[Path, tuple[Finding, ...]] = {}  #: findings of the result, from the engine's last pass
     added: list[Added] = []
+    target = config.target if config else None
     for source in discovery.files:
         if source.kind != "python":
             continue
@@ -116,7 +145,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
             continue  # the scan below reports it
         ignore = ignored_codes(config, source.path) if config else ()
         file_rules = RuleSet(r for r in rules.rules if not r.code.startswith(ignore)) if ignore else rules
-        result = fix_source(text, source.rel, file_rules, unsafe, first_party(source.path.parent))
+        result = fix_source(text, source.rel, file_rules, unsafe, first_party(source.path.parent), target)
         if result.error is not None:
             errors.append(FileError(source.rel, "fix", result.error))
         if result.changed:
@@ -129,10 +158,11 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
                 result = FileFix(result.path, result.source, result.source, error=str(exc))
             else:
                 overrides[source.path.absolute()] = result.fixed
-                added += added_findings(result, file_rules, first_party(source.path.parent),
-                                        config.target if config else None)
+                added += added_findings(result, file_rules, first_party(source.path.parent), target)
+        if result.findings is not None and file_rules is rules:
+            known[source.path.absolute()] = result.findings
         if result.applied or result.not_fixed or result.error:
             files.append(result)
     after = scan_paths(paths, rules, overrides, config=config, force_exclude=force_exclude, cache=cache,
-                       workers=workers)
+                       workers=workers, known=known)
     return FixRun(tuple(files), tuple(errors), after, tuple(added))

@@ -27,8 +27,11 @@ from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 from portscan.fix.templates import TEMPLATES
 from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
-from portscan.match.python import match_python
-from portscan.parse import LineIndex, SourceError, paused_gc, parse_python, split_lines, with_deep_stack
+from portscan.config import Target
+from portscan.match.python import ModuleWalk, match_python
+from portscan.model import Finding
+from portscan.scan import declares_extensions, findings_from
+from portscan.parse import LineIndex, SourceError, lines_with_ends, paused_gc, parse_python, with_deep_stack
 from portscan.suppress import covers, suppressions
 from portscan.ruleset.schema import Rule
 from portscan.ruleset.loader import RuleSet
@@ -38,11 +41,16 @@ MAX_PASSES = 12
 
 @dataclass(frozen=True, slots=True)
 class Applied:
-    """One finding a fix removed."""
+    """One finding a fix removed: where it was in the input, and which places of the
+    input its fix changed (see :class:`_Origins`), so each change belongs to a finding."""
 
     rule: str
     name: str
     tier: Tier
+    line: int = 0  #: the finding's first line in the input (1-based)
+    #: the input places the fix touched: ``2*i+1`` for input line ``i`` (0-based)
+    #: replaced, ``2*i+2`` for a line inserted after it (``0``: before the first)
+    touches: frozenset[int] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +71,21 @@ class FileFix:
     applied: tuple[Applied, ...] = ()
     not_fixed: tuple[NotFixed, ...] = ()
     error: str | None = None  #: why the file was left as it was
+    #: the findings of ``fixed`` before suppressions, from the engine's last match, so
+    #: ``portscan fix`` reports the result without scanning the file again (None: the
+    #: engine did not parse the file, or it declares extensions, which the scan follows)
+    findings: tuple[Finding, ...] | None = None
 
     @property
     def changed(self) -> bool:
         return self.fixed != self.source
+
+    def hunks(self, applied: Applied) -> list[tuple[int, int, int, int]]:
+        """The blocks of the input -> fixed line diff (``difflib`` opcodes, 0-based
+        ``i1, i2, j1, j2``) that belong to ``applied``'s fix: its own edit and the import
+        changes of the pass that made it. Blocks are those of ``portscan fix --diff``."""
+        return [(i1, i2, j1, j2) for i1, i2, j1, j2 in changed_blocks(self.source, self.fixed)
+                if any(2 * i1 <= t <= 2 * i2 for t in applied.touches)]
 
 
 class _Pass(CodemodCommand):
@@ -81,10 +100,13 @@ class _Pass(CodemodCommand):
         self.silenced = silenced
         self.applied: list[tuple[Match, Tier]] = []
         self.not_fixed: list[tuple[Match, str]] = []
+        self.matches: list[Match] = []  #: every match in the pass's input
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        ctx = FixContext(self.context)
-        matches = fixable(match_python(tree, self.rules, self.first_party), self.silenced)
+        walk = ModuleWalk(tree, self.rules, self.first_party)
+        ctx = FixContext(self.context, walk.names)
+        self.matches = walk.matches()
+        matches = fixable(self.matches, self.silenced)
         transforms: dict[str, list[Match]] = {}
         edits: list[Edit] = []
         clean = copy.deepcopy(self.context.scratch)
@@ -244,16 +266,21 @@ class _DropDeadTry(cst.CSTTransformer):
 
 
 def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
-               first_party: frozenset[str] = frozenset()) -> FileFix:
-    """Fix one Python source. Never raises for bad input: see ``FileFix.error``."""
+               first_party: frozenset[str] = frozenset(), target: Target | None = None) -> FileFix:
+    """Fix one Python source. Never raises for bad input: see ``FileFix.error``. The
+    ``target`` sets the severities of :attr:`FileFix.findings`, as in a scan."""
     try:
         with paused_gc():
-            return with_deep_stack(lambda: _fix_source(text, path, rules, unsafe, first_party))
+            return with_deep_stack(lambda: _fix_source(text, path, rules, unsafe, first_party, target))
     except RecursionError:
         return FileFix(path, text, text, error="code nested too deeply to fix; the file is unchanged")
 
 
-def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party: frozenset[str]) -> FileFix:
+def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party: frozenset[str],
+                target: Target | None) -> FileFix:
+    def found(final: str, matches: list[Match]) -> tuple[Finding, ...] | None:
+        return None if declares_extensions("python", final) else findings_from(final, path, matches, target)
+
     candidates = rules.candidates(text)
     if not any(r.fix is not None for r in candidates):
         return FileFix(path, text, text)
@@ -262,11 +289,13 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     except SourceError as exc:
         return FileFix(path, text, text, error=exc.message)
     silenced = silencer(text)
-    if not fixable(match_python(module, candidates, first_party), silenced):  # the common case: no codemod
-        return FileFix(path, text, text)
+    matches = match_python(module, candidates, first_party)
+    if not fixable(matches, silenced):  # the common case: no codemod
+        return FileFix(path, text, text, findings=found(text, matches))
     compiled = _compiles(text, path)
     module_name, package = module_names(path)
     current = text
+    origins = _Origins(text)
     applied: list[Applied] = []
     declined: list[tuple[Match, str]] = []
     for _ in range(MAX_PASSES):
@@ -287,6 +316,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
             return FileFix(path, text, text, error=f"a fix failed ({type(exc).__name__}: {exc}); "
                                                    "the file is unchanged; please report it")
         if new == current:
+            matches = last.matches
             break
         try:
             module = parse_python(new)  # the check, and the next pass's tree
@@ -296,35 +326,78 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         if compiled and not _compiles(new, path):
             return FileFix(path, text, text, error="a fix produced code that does not compile; "
                                                    "the file is unchanged")
-        applied += [Applied(m.rule.code, m.rule.name, tier) for m, tier in last.applied]
+        applied += origins.advance(new, last.applied)
         current = new
         candidates, silenced = rules.candidates(current), silencer(current)
-        if not fixable(match_python(module, candidates, first_party), silenced):  # settled: nothing left
+        matches = match_python(module, candidates, first_party)
+        if not fixable(matches, silenced):  # settled: nothing left
             declined = []
             break
     else:
         return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
                                                "the file is unchanged")
-    lines = _input_lines(text, current)
-    not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, lines(m.start), reason)
+    not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, origins.input_line(m.start), reason)
                               for m, reason in declined},
                              key=lambda n: (n.line, n.rule)))
-    return FileFix(path, text, current, tuple(applied), not_fixed)
+    return FileFix(path, text, current, tuple(applied), not_fixed, findings=found(current, matches))
 
 
-def _input_lines(source: str, current: str) -> Callable[[int], int]:
-    """An offset in ``current`` (the fixed text) as a line of ``source`` (the input), so
-    messages point where the user reads: a line the fixes kept maps to itself, one they
-    wrote maps to the first input line of the block they replaced."""
-    index = LineIndex(current)
-    blocks = difflib.SequenceMatcher(None, split_lines(source), split_lines(current),
-                                     autojunk=False).get_opcodes()
+def changed_blocks(old: str, new: str) -> list[tuple[int, int, int, int]]:
+    """``(i1, i2, j1, j2)`` of each block of lines that differs from ``old`` to ``new``."""
+    matcher = difflib.SequenceMatcher(None, lines_with_ends(old), lines_with_ends(new), autojunk=False)
+    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
 
-    def line(offset: int) -> int:
-        at = index.position(offset)[0] - 1
-        for tag, i1, _, j1, j2 in blocks:
-            if j1 <= at < j2:
-                return i1 + (at - j1 if tag == "equal" else 0) + 1
-        return at + 1
 
-    return line
+class _Origins:
+    """For each line of the text being fixed, the input line it is (0-based), or None
+    for a line the fixes wrote; carried from pass to pass, so every pass's matches
+    and changes are reported in the input's lines, where the user reads them."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.index = LineIndex(text)
+        self.lines: list[int | None] = list(range(len(lines_with_ends(text))))
+
+    def _before(self, line: int) -> int | None:
+        """The input line of the last line before ``line`` that the fixes kept."""
+        return next((o for o in reversed(self.lines[:line]) if o is not None), None)
+
+    def places(self, first: int, last: int) -> set[int]:
+        """The input places of lines ``first``..``last - 1`` of the current text (see
+        :attr:`Applied.touches`); for an insertion or lines the fixes wrote: after the
+        input line before them."""
+        kept = {2 * o + 1 for o in self.lines[first:last] if o is not None}
+        before = self._before(first)
+        return kept or {2 * before + 2 if before is not None else 0}
+
+    def input_line(self, offset: int) -> int:
+        """An offset of the current text as a 1-based input line (a line the fixes
+        wrote: the input line after the last one they kept above it)."""
+        at = self.index.position(offset)[0] - 1
+        origin = self.lines[at] if at < len(self.lines) else None
+        if origin is not None:
+            return origin + 1
+        before = self._before(at)
+        return before + 2 if before is not None else 1
+
+    def advance(self, new: str, applied: Sequence[tuple[Match, Tier]]) -> list[Applied]:
+        """Move on to ``new``, the pass's output: each applied match with the input
+        places of the changed blocks that overlap it (blocks that overlap none, such as
+        the imports a pass added or removed, belong to every match of the pass)."""
+        opcodes = difflib.SequenceMatcher(None, lines_with_ends(self.text), lines_with_ends(new),
+                                          autojunk=False).get_opcodes()
+        spans = [(self.index.position(m.start)[0] - 1, self.index.position(max(m.end - 1, m.start))[0] - 1)
+                 for m, _ in applied]
+        touches: list[set[int]] = [set() for _ in applied]
+        for i1, i2 in ((i1, i2) for tag, i1, i2, _, _ in opcodes if tag != "equal"):
+            owners = [k for k, (first, last) in enumerate(spans) if first < max(i2, i1 + 1) and i1 <= last]
+            places = self.places(i1, i2)
+            for k in owners or range(len(applied)):
+                touches[k] |= places
+        done = [Applied(m.rule.code, m.rule.name, tier, self.input_line(m.start), frozenset(t))
+                for (m, tier), t in zip(applied, touches, strict=True)]
+        lines: list[int | None] = []
+        for tag, i1, i2, j1, j2 in opcodes:
+            lines += self.lines[i1:i2] if tag == "equal" else [None] * (j2 - j1)
+        self.text, self.index, self.lines = new, LineIndex(new), lines
+        return done

@@ -1,6 +1,10 @@
 """What every fix needs while it rewrites one module: parents, scopes, positions,
 a way to spell a qualified name at a place, and import bookkeeping.
 
+Names and scopes come from the matcher's own walk of the same tree
+(:class:`portscan.match.python.Names`), so a fix reads a name the way the scan that
+reported it did.
+
 Imports go through LibCST's own codemod visitors: :class:`AddImportsVisitor` adds an
 import once, :class:`RemoveImportsVisitor` removes an import only if nothing uses it
 after the rewrite. Both run when the pass ends (see :mod:`portscan.fix.engine`).
@@ -8,7 +12,6 @@ after the rewrite. Both run when the pass ends (see :mod:`portscan.fix.engine`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,18 +19,12 @@ from dataclasses import dataclass
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
-from libcst.metadata import (
-    CodeRange,
-    GlobalScope,
-    ImportAssignment,
-    ParentNodeProvider,
-    PositionProvider,
-    Scope,
-    ScopeProvider,
-)
+from libcst.helpers import get_absolute_module_from_package_for_import
+from libcst.metadata import CodeRange, ParentNodeProvider, PositionProvider
 
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
+from portscan.match.python import Names, Scope
 
 Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
 
@@ -63,20 +60,16 @@ class Declined:
 class FixContext:
     """Metadata over one module for the length of one fix pass."""
 
-    def __init__(self, context: CodemodContext) -> None:
+    def __init__(self, context: CodemodContext, names: Names) -> None:
         assert context.wrapper is not None
         self.context = context
         self.module = context.wrapper.module
+        self.names = names  #: from the matcher's walk of this same tree
 
     @functools.cached_property
     def _parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
         assert self.context.wrapper is not None
         return self.context.wrapper.resolve(ParentNodeProvider)
-
-    @functools.cached_property
-    def _scopes(self) -> Mapping[cst.CSTNode, Scope | None]:
-        assert self.context.wrapper is not None
-        return self.context.wrapper.resolve(ScopeProvider)
 
     @functools.cached_property
     def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:
@@ -113,72 +106,53 @@ class FixContext:
     def line(self, node: cst.CSTNode) -> int:
         return self._positions[node].start.line
 
-    def scope(self, node: cst.CSTNode) -> Scope | None:
-        return self._scopes.get(node)
+    def scope(self, node: cst.CSTNode) -> Scope:
+        """The scope ``node`` is evaluated in."""
+        return self.names.scope_at(node, self.parent)
 
     # -- names ------------------------------------------------------------------
-
-    @functools.cached_property
-    def _import_bindings(self) -> dict[str, tuple[str, frozenset[object]]]:
-        """Module-level names bound only by absolute imports of one qualified name:
-        local name -> (qualified, its bindings)."""
-        scope = self._scopes.get(self.module)
-        if not isinstance(scope, GlobalScope):
-            return {}
-        bindings: dict[str, tuple[str, frozenset[object]]] = {}
-        for name in {a.name for a in scope.assignments if "." not in a.name}:
-            assignments = scope.assignments[name]
-            qualified = {_imported_name(a) if isinstance(a, ImportAssignment) else None
-                         for a in assignments}
-            only = qualified.pop() if len(qualified) == 1 else None
-            if only is not None:
-                bindings[name] = (only, frozenset(assignments))
-        return bindings
 
     def reference(self, qualified: str, at: cst.CSTNode) -> cst.BaseExpression | None:
         """An expression naming ``qualified`` where ``at`` is, reusing the module's
         imports (``nn.LayerNorm`` after ``import torch.nn as nn``) or scheduling
         ``import <root>``. ``None`` when the root name means something else there."""
         scope = self.scope(at)
-        if scope is None:
-            return None
         parts = qualified.split(".")
-        bindings = self._import_bindings
         best: tuple[int, str] | None = None
-        for local, (bound, assignments) in bindings.items():
-            bound_parts = bound.split(".")
-            if parts[: len(bound_parts)] != bound_parts or frozenset(scope[local]) != assignments:
+        for local in self.names.module.bindings:
+            bound = self.names.imported(local)
+            if bound is None or parts[: len(bound.split("."))] != bound.split(".") \
+                    or scope.lookup(local) is not self.names.module:
                 continue
-            if best is None or len(bound_parts) > best[0]:
-                best = (len(bound_parts), local)
+            if best is None or len(bound.split(".")) > best[0]:
+                best = (len(bound.split(".")), local)
         if best is not None:
             return cst.parse_expression(".".join([best[1], *parts[best[0]:]]))
         root = parts[0]
-        if scope[root]:  # bound to something that is not the module
+        if scope.lookup(root) is not None:  # bound to something that is not the module
             return None
         AddImportsVisitor.add_needed_import(self.context, root)
         return cst.parse_expression(qualified)
 
     def release_imports(self, node: cst.CSTNode) -> None:
-        """Schedule the imports ``node`` used for removal, if nothing else uses them."""
-        with contextlib.suppress(ValueError):  # a relative import of an unknown package: keep it
-            RemoveImportsVisitor.remove_unused_import_by_node(self.context, node)
-
-
-def _imported_name(assignment: ImportAssignment) -> str | None:
-    node = assignment.node
-    if isinstance(node, cst.Import):
-        for alias in node.names:
-            if alias.evaluated_alias == assignment.name:
-                return alias.evaluated_name
-            if alias.evaluated_alias is None and (alias.evaluated_name == assignment.name
-                                                  or alias.evaluated_name.startswith(assignment.name + ".")):
-                return assignment.name
-        return None
-    if isinstance(node, cst.ImportFrom) and not node.relative and node.module is not None \
-            and not isinstance(node.names, cst.ImportStar):
-        module = cst.helpers.get_full_name_for_node(node.module)
-        for alias in node.names:
-            if (alias.evaluated_alias or alias.evaluated_name) == assignment.name:
-                return f"{module}.{alias.evaluated_name}"
-    return None
+        """Schedule the imports ``node`` used for removal; LibCST's
+        :class:`RemoveImportsVisitor` removes those nothing else uses when the pass ends.
+        (What ``remove_unused_import_by_node`` does, with the names resolved by the walk.)"""
+        for local, statement in self.names.imports_used(node):
+            if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+                continue
+            module = None
+            if isinstance(statement, cst.ImportFrom):
+                module = get_absolute_module_from_package_for_import(self.context.full_package_name, statement)
+                if module is None:
+                    continue  # a relative import of an unknown package: keep it
+            for alias in statement.names:  # type: ignore[union-attr]
+                prefix = alias.evaluated_alias or alias.evaluated_name
+                if local != prefix and not local.startswith(prefix + "."):
+                    continue
+                if module is None:
+                    RemoveImportsVisitor.remove_unused_import(self.context, alias.evaluated_name,
+                                                              asname=alias.evaluated_alias)
+                else:
+                    RemoveImportsVisitor.remove_unused_import(self.context, module, obj=alias.evaluated_name,
+                                                              asname=alias.evaluated_alias)

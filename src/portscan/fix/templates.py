@@ -10,7 +10,6 @@ import json
 from collections.abc import Callable
 
 import libcst as cst
-from libcst.metadata import ClassScope, GlobalScope
 
 from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
 from portscan.ruleset.fixspec import FixSpec, Replace
@@ -149,13 +148,11 @@ def guard_import(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Decline
         return Declined(match, "a star import cannot be guarded")
     names = _bound_names(statement)
     scope = ctx.scope(line)
-    assert scope is not None
     for name in names:
-        for assignment in scope.assignments[name]:
-            for access in assignment.references:
-                if isinstance(access.scope, (GlobalScope, ClassScope)):
-                    return Declined(match, f"`{name}` is used at import time (line {ctx.line(access.node)}), "
-                                           "not only inside functions")
+        for use, where in ctx.names.uses(name, scope):
+            if where is scope or where.is_class:  # runs when the module (or a class body) does
+                return Declined(match, f"`{name}` is used at import time (line {ctx.line(use)}), "
+                                       "not only inside functions")
     fallback = [cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(n))], cst.Name("None"))])
                 for n in names]
     comment = f"# not available on ROCm: see `portscan explain {match.rule.code}`"

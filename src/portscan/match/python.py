@@ -22,6 +22,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
 import dataclasses
+import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -87,13 +88,13 @@ _CONVERSIONS = frozenset({"int", "float", "len", "tuple", "list", "sorted", "ite
 # --------------------------------------------------------------------------- scopes
 
 
-class _Scope:
+class Scope:
     """Names bound in one scope. A binding is the imported qualified name, or None
     for anything else (parameter, assignment, def, class, relative import)."""
 
-    __slots__ = ("parent", "is_class", "bindings", "values", "global_names", "first_party")
+    __slots__ = ("parent", "is_class", "bindings", "values", "global_names", "first_party", "imports")
 
-    def __init__(self, parent: _Scope | None, is_class: bool = False) -> None:
+    def __init__(self, parent: Scope | None, is_class: bool = False) -> None:
         self.parent = parent
         self.is_class = is_class
         self.bindings: dict[str, list[str | None]] = {}
@@ -103,15 +104,17 @@ class _Scope:
         #: name -> what first-party imports of it bind when the project's own modules are
         #: not told apart (extension declarations resolve ``torch`` in torch's own tree)
         self.first_party: dict[str, list[str]] = {}
+        #: name -> the import statements that bind it here (for the fixes' import bookkeeping)
+        self.imports: dict[str, list[cst.Import | cst.ImportFrom]] = {}
 
     def bind(self, name: str, qualified: str | None = None, first_party: str | None = None) -> None:
         self.bindings.setdefault(name, []).append(qualified)
         if first_party is not None:
             self.first_party.setdefault(name, []).append(first_party)
 
-    def lookup(self, name: str) -> _Scope | None:
+    def lookup(self, name: str) -> Scope | None:
         """The scope whose binding of ``name`` a use in this scope sees."""
-        scope: _Scope | None = self
+        scope: Scope | None = self
         if name in self.global_names:
             while scope is not None and scope.parent is not None:
                 scope = scope.parent
@@ -234,7 +237,7 @@ class _Chain:
 
     nodes: list[cst.BaseExpression]
     parts: list[str]
-    scope: _Scope
+    scope: Scope
 
 
 class ImportSite(NamedTuple):
@@ -253,17 +256,17 @@ class UsedImport(NamedTuple):
     rule: Rule
     statement: cst.CSTNode
     local: str  #: the name the import binds
-    scope: _Scope
+    scope: Scope
 
 
 class CallSite(NamedTuple):
     call: cst.Call
-    scope: _Scope
+    scope: Scope
 
 
 class CompareSite(NamedTuple):
     comparison: cst.Comparison
-    scope: _Scope
+    scope: Scope
 
 
 class AttributeStore(NamedTuple):
@@ -316,8 +319,10 @@ class _Collector(Walker):
         #: also collect what extension declarations need (every call)
         self.extensions = extensions
         self.wants_calls = index.wants_calls or extensions
-        self.module_scope = _Scope(None)
+        self.module_scope = Scope(None)
         self.scope = self.module_scope
+        #: id(def, lambda, class or comprehension) -> the scope its body runs in
+        self.opened: dict[int, Scope] = {}
         #: id(node) -> "truth" or "operand" for names whose use is known (default: "other")
         self.usage: dict[int, str] = {}
         self.chains: list[_Chain] = []
@@ -344,8 +349,9 @@ class _Collector(Walker):
         if node is not None:
             self.walk(node)
 
-    def _push(self, is_class: bool = False) -> _Scope:
-        self.scope = _Scope(self.scope, is_class)
+    def _push(self, owner: cst.CSTNode, is_class: bool = False) -> Scope:
+        self.scope = Scope(self.scope, is_class)
+        self.opened[id(owner)] = self.scope
         return self.scope
 
     def _pop(self) -> None:
@@ -424,7 +430,7 @@ class _Collector(Walker):
         if node.returns is not None:
             self._visit(node.returns.annotation)
         self.scope.bind(node.name.value)
-        self._push()
+        self._push(node)
         self._bind_params(node.params)
         self._visit(node.body)
         self._pop()
@@ -432,7 +438,7 @@ class _Collector(Walker):
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         self._visit_param_defaults(node.params)
-        self._push()
+        self._push(node)
         self._bind_params(node.params)
         self._visit(node.body)
         self._pop()
@@ -444,13 +450,14 @@ class _Collector(Walker):
         for arg in (*node.bases, *node.keywords):
             self._visit(arg.value)
         self.scope.bind(node.name.value)
-        self._push(is_class=True)
+        self._push(node, is_class=True)
         self._visit(node.body)
         self._pop()
         return False
 
-    def _visit_comprehension(self, for_in: cst.CompFor, *results: cst.BaseExpression) -> bool:
-        self._push()
+    def _visit_comprehension(self, node: cst.BaseComp, for_in: cst.CompFor, *results: cst.BaseExpression
+                             ) -> bool:
+        self._push(node)
         comp: cst.CompFor | None = for_in
         while comp is not None:
             self._bind_target(comp.target, None)
@@ -465,16 +472,16 @@ class _Collector(Walker):
         return False
 
     def visit_ListComp(self, node: cst.ListComp) -> bool:
-        return self._visit_comprehension(node.for_in, node.elt)
+        return self._visit_comprehension(node, node.for_in, node.elt)
 
     def visit_SetComp(self, node: cst.SetComp) -> bool:
-        return self._visit_comprehension(node.for_in, node.elt)
+        return self._visit_comprehension(node, node.for_in, node.elt)
 
     def visit_GeneratorExp(self, node: cst.GeneratorExp) -> bool:
-        return self._visit_comprehension(node.for_in, node.elt)
+        return self._visit_comprehension(node, node.for_in, node.elt)
 
     def visit_DictComp(self, node: cst.DictComp) -> bool:
-        return self._visit_comprehension(node.for_in, node.key, node.value)
+        return self._visit_comprehension(node, node.for_in, node.key, node.value)
 
     def visit_Global(self, node: cst.Global) -> bool:
         self.scope.global_names.update(item.name.value for item in node.names)
@@ -578,6 +585,7 @@ class _Collector(Walker):
             else:
                 top = full.split(".", 1)[0]
                 self.scope.bind(top, None if local else top, top if local else None)
+            self.scope.imports.setdefault(alias.evaluated_alias or full.split(".", 1)[0], []).append(node)
             if not local:
                 for rule, p in self._import_rules(full):
                     self.import_sites.append(ImportSite(rule, node, full, alias.name, full))
@@ -602,6 +610,7 @@ class _Collector(Walker):
             name = alias.evaluated_name
             full = f"{module}.{name}" if module else name
             self.scope.bind(alias.evaluated_alias or name, None if local else full, full if own else None)
+            self.scope.imports.setdefault(alias.evaluated_alias or name, []).append(node)
             if not local:
                 for rule, p in self._import_rules(full):
                     if node.module is not None and p.covers(module):
@@ -834,7 +843,7 @@ class _Resolver:
                         done.add(rule.code)
                         self._hit(rule, id(node), node, name=qualified)
 
-    def _callee_names(self, call: cst.Call, scope: _Scope, every_import: bool = False) -> list[str]:
+    def _callee_names(self, call: cst.Call, scope: Scope, every_import: bool = False) -> list[str]:
         chain = dotted(call.func)
         return scope.qualified(chain[1], every_import) if chain is not None else []
 
@@ -871,7 +880,7 @@ class _Resolver:
                 for rule, spawn in index.spawns.get(name, ()):
                     self._spawn(rule, spawn, name, call, scope)
 
-    def _spawn(self, rule: Rule, p: SubprocessPattern, callee: str, call: cst.Call, scope: _Scope) -> None:
+    def _spawn(self, rule: Rule, p: SubprocessPattern, callee: str, call: cst.Call, scope: Scope) -> None:
         position = 1 if callee.startswith("os.spawn") else 0
         command = _argument(call, position, "args")
         if command is None:
@@ -881,7 +890,7 @@ class _Resolver:
             if program is not None and p.matches_program(program):
                 self._hit(rule, id(node), node, program=program)
 
-    def _commands(self, expr: cst.BaseExpression, scope: _Scope, depth: int,
+    def _commands(self, expr: cst.BaseExpression, scope: Scope, depth: int,
                   report: cst.BaseExpression | None = None
                   ) -> Iterator[tuple[str, cst.BaseExpression]]:
         """Program words of a command: a string, an argv list, ``shlex.split(...)``, or a
@@ -922,7 +931,7 @@ class _Resolver:
                         self._compare_hits(comparison, op, flipped, other, *source)
                 left = right
 
-    def _operand_source(self, expr: cst.BaseExpression, scope: _Scope,
+    def _operand_source(self, expr: cst.BaseExpression, scope: Scope,
                         depth: int) -> tuple[list[str], tuple[str, object] | None] | None:
         """``f()``, ``f()[i]``, ``f().attr``, or a local name bound to one of those."""
         accessor: tuple[str, object] | None = None
@@ -1026,7 +1035,7 @@ class _Resolver:
                     self._hit(rule, id(node), node, value=text or "")
 
 
-    def _string_items(self, expr: cst.BaseExpression, scope: _Scope, depth: int = 0,
+    def _string_items(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
                       every_import: bool = False) -> Iterator[cst.BaseExpression]:
         """String literals a list-valued expression can hold: list/tuple literals, names
         bound (or ``+=``-ed, ``.append``-ed) in scope, ``a + b``, both arms of ``x if c else y``,
@@ -1095,7 +1104,7 @@ class _Resolver:
                         if p.accepts(argument, value):
                             self._hit(rule, id(node), node, value=value, argument=argument)
 
-    def _build_values(self, call: cst.Call, argument: str, scope: _Scope
+    def _build_values(self, call: cst.Call, argument: str, scope: Scope
                       ) -> Iterator[cst.BaseExpression]:
         keywords = {"nvcc": ("extra_cuda_cflags",), "cxx": ("extra_cflags",),
                     "libraries": ("libraries",), "extra_link_args": ("extra_link_args",
@@ -1119,7 +1128,7 @@ class _Resolver:
             if argument == "cxx" and compile_args is not None and not self._dicts(compile_args, scope):
                 yield from self._string_items(compile_args, scope)  # the list form means cxx
 
-    def _dicts(self, expr: cst.BaseExpression, scope: _Scope) -> list[cst.Dict]:
+    def _dicts(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.Dict]:
         if isinstance(expr, cst.Dict):
             return [expr]
         if isinstance(expr, cst.Name):
@@ -1128,8 +1137,8 @@ class _Resolver:
         return []
 
 
-def _values(scope: _Scope, name: str, every_import: bool = False
-            ) -> Iterator[tuple[tuple[cst.BaseExpression, int | None], _Scope]]:
+def _values(scope: Scope, name: str, every_import: bool = False
+            ) -> Iterator[tuple[tuple[cst.BaseExpression, int | None], Scope]]:
     """What a name that no import binds was assigned (with ``every_import``, no
     first-party import either)."""
     owner = scope.lookup(name)
@@ -1253,6 +1262,86 @@ class ModuleWalk:
         """Every match of the rules, located by character offsets."""
         return _matches(self.module, self.collector, self.resolver)
 
+    @functools.cached_property
+    def names(self) -> Names:
+        """What names mean in this module, for the fixes (the same scopes matched it)."""
+        return Names(self.collector)
+
+
+class Names:
+    """The walk's scopes and name uses, as the fixes ask for them: the one name
+    resolver behind matching and fixing (a use and the scope that binds it are found
+    the same way for both). Like the matcher, it is flow-insensitive: every binding of
+    a name in a scope counts, wherever it is."""
+
+    def __init__(self, collector: _Collector) -> None:
+        self.module = collector.module_scope
+        self._opened = collector.opened
+        self._chains = collector.chains
+        #: id(node of a dotted chain) -> the scope it is evaluated in
+        self._at = {id(node): chain.scope for chain in collector.chains for node in chain.nodes}
+        #: id(outermost node of a dotted chain) -> the chain
+        self._outer = {id(chain.nodes[-1]): chain for chain in collector.chains}
+
+    def scope_at(self, node: cst.CSTNode, parent: Callable[[cst.CSTNode], cst.CSTNode | None]) -> Scope:
+        """The scope ``node`` is evaluated in: that of its name chain, else that of the
+        innermost def, lambda, class or comprehension whose body holds it (climbing
+        with ``parent``), else the module's."""
+        if isinstance(node, cst.Call):
+            node = node.func
+        known = self._at.get(id(node))
+        if known is not None:
+            return known
+        child, above = node, parent(node)
+        while above is not None:
+            opened = self._opened.get(id(above))
+            if opened is not None and _runs_inside(above, child):
+                return opened
+            child, above = above, parent(above)
+        return self.module
+
+    def uses(self, name: str, scope: Scope) -> list[tuple[cst.Name, Scope]]:
+        """Each use of ``name`` that sees ``scope``'s binding of it: (the name node,
+        the scope the use is in)."""
+        return [(chain.nodes[0], chain.scope) for chain in self._chains  # type: ignore[misc]
+                if chain.parts[0] == name and chain.scope.lookup(name) is scope]
+
+    def imports_used(self, node: cst.CSTNode) -> list[tuple[str, cst.Import | cst.ImportFrom]]:
+        """The dotted names used inside ``node`` (``torch.cuda.amp``), each with an
+        import statement that binds its first part where it is used."""
+        found: list[tuple[str, cst.Import | cst.ImportFrom]] = []
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            chain = self._outer.get(id(current))
+            if chain is None:
+                stack += children(current)
+                continue
+            owner = chain.scope.lookup(chain.parts[0])
+            if owner is not None:
+                found += [(".".join(chain.parts), statement) for statement in owner.imports.get(chain.parts[0], ())]
+        return found  # (a dotted chain holds nothing but its names)
+
+    def imported(self, name: str) -> str | None:
+        """The qualified name a module-level ``name`` stands for when only absolute
+        imports of that one name bind it (the project's own modules included)."""
+        bound = self.module.bindings.get(name)
+        if not bound:
+            return None
+        own = self.module.first_party.get(name, [])
+        if bound.count(None) != len(own):
+            return None  # bound by something other than an import too
+        qualified = {q for q in bound if q is not None} | set(own)
+        return qualified.pop() if len(qualified) == 1 else None
+
+
+def _runs_inside(owner: cst.CSTNode, child: cst.CSTNode) -> bool:
+    """Does ``child`` of ``owner`` run in the scope ``owner`` opens? (A def's
+    decorators, defaults and annotations run outside it, its body inside.)"""
+    if isinstance(owner, cst.FunctionDef | cst.ClassDef | cst.Lambda):
+        return child is owner.body
+    return True
+
 
 def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> list[Match]:
     resolver.run()
@@ -1298,7 +1387,7 @@ def _use_candidates(collector: _Collector
     for them: (rule, import statement, use node, variables)."""
     if not collector.use_imports:
         return []
-    wanted: dict[str, list[tuple[Rule, cst.CSTNode, _Scope]]] = {}
+    wanted: dict[str, list[tuple[Rule, cst.CSTNode, Scope]]] = {}
     for rule, statement, local, scope in collector.use_imports:
         wanted.setdefault(local, []).append((rule, statement, scope))
     found = []

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.text import Text
 
 from portscan.fix.apply import Added, FixRun
+from portscan.parse import lines_with_ends
 from portscan.ruleset.fixspec import NEEDS_UNSAFE
 
 
@@ -19,7 +20,7 @@ def unified_diff(run: FixRun) -> str:
     chunks: list[str] = []
     for file in run.changed:
         chunks.extend(difflib.unified_diff(
-            file.source.splitlines(keepends=True), file.fixed.splitlines(keepends=True),
+            lines_with_ends(file.source), lines_with_ends(file.fixed),
             fromfile=f"a/{file.path}", tofile=f"b/{file.path}"))
         if chunks and not chunks[-1].endswith(("\n", "\r")):
             chunks.append("\n\\ No newline at end of file\n")

@@ -6,25 +6,23 @@ through the ``%SRCROOT%`` base id, columns count code points (``columnKind``), a
 ``partialFingerprints.primaryLocationLineHash`` carries the finding's move-stable
 fingerprint, so GitHub keeps one alert per finding across pushes.
 
-Findings whose rule declares a fix carry ``fixes``: the file is fixed again with that
-rule alone and the line diff near the finding becomes SARIF replacements. GitHub
+Findings marked fixable carry ``fixes``: the changes the fix engine makes for that
+finding (its own edit and the imports it needs), as SARIF replacements. GitHub
 ignores ``fixes``; VS Code's SARIF viewer and other tools apply them.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import string
 from pathlib import Path
 from urllib.parse import quote
 
-from portscan.discover import FirstParty
 from portscan.docs import render_rule_page
-from portscan.fix.engine import fix_source
+from portscan.fix.apply import fix_files
 from portscan.model import Confidence, FileError, Finding, ScanResult, Severity
-from portscan.parse import LineIndex, SourceError, decode_python, read_bytes
+from portscan.parse import LineIndex, lines_with_ends
 from portscan.report import guard_note
 from portscan.ruleset.schema import Rule
 from portscan.ruleset.loader import RuleSet
@@ -33,7 +31,6 @@ SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
 SRCROOT = "%SRCROOT%"
 TEXT_MAX = 1024  #: GitHub's limit for shortDescription and fullDescription
-CONTEXT_LINES = 3  #: a fix hunk this close to a finding belongs to it
 
 LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 PROBLEM_SEVERITY = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "recommendation"}
@@ -41,7 +38,6 @@ PRECISION = {Confidence.HIGH: "high", Confidence.MEDIUM: "medium", Confidence.LO
 FIX_DESCRIPTION = {"safe": "portscan fix", "unsafe": "portscan fix --unsafe-fixes"}
 #: template variables, shown as placeholders where no finding fills them in
 PLACEHOLDER = {"matched": "expression"}
-_LINE_END = re.compile(r"\r\n|\r|\n")
 
 Json = dict[str, object]
 
@@ -109,58 +105,31 @@ def _fallback_descriptor(finding: Finding) -> Json:
 
 
 class _Fixes:
-    """SARIF ``fixes`` for findings: each (file, rule) is fixed once, with that rule alone."""
+    """SARIF ``fixes``, from one run of the fix engine per file (``--unsafe-fixes``, so
+    unsafe findings have theirs too): each finding gets the changed blocks the engine
+    made for it (see :meth:`portscan.fix.engine.FileFix.hunks`), found by its rule and
+    line, never guessed from line distance."""
 
     def __init__(self, root: str, rules: RuleSet, findings: tuple[Finding, ...]) -> None:
-        self.root = Path(root)
-        self.rules = rules
-        #: the other findings a file's fix for a rule may belong to
-        self.siblings: dict[tuple[str, str], list[Finding]] = {}
-        for finding in findings:
-            if finding.fix in FIX_DESCRIPTION:
-                self.siblings.setdefault((finding.path, finding.rule), []).append(finding)
-        self.first_party = FirstParty(self.root)
-        self.texts: dict[str, str | None] = {}
-        self.hunks: dict[tuple[str, str, bool], list[tuple[int, int, Json]]] = {}
-
-    def _text(self, path: str) -> str | None:
-        if path not in self.texts:
-            try:
-                self.texts[path] = decode_python(read_bytes(self.root / path))
-            except SourceError:
-                self.texts[path] = None
-        return self.texts[path]
-
-    def _file_hunks(self, finding: Finding) -> list[tuple[int, int, Json]]:
-        """(first line, last line, replacement) for each change the fix makes to the file."""
-        unsafe = finding.fix == "unsafe"
-        key = (finding.path, finding.rule, unsafe)
-        if key not in self.hunks:
-            self.hunks[key] = []
-            text = self._text(finding.path)
-            if text is not None and finding.rule in self.rules.by_code:
-                try:
-                    fixed = fix_source(text, finding.path, self.rules.select([finding.rule]), unsafe=unsafe,
-                                       first_party=self.first_party((self.root / finding.path).parent)).fixed
-                except Exception:  # noqa: BLE001 - a fix problem must not cost the report
-                    fixed = text
-                if fixed != text:
-                    self.hunks[key] = diff_replacements(text, fixed)
-        return self.hunks[key]
+        paths = sorted({f.path for f in findings if f.fix in FIX_DESCRIPTION and f.rule in rules.by_code})
+        self.replacements: dict[tuple[str, str, int], list[Json]] = {}
+        try:
+            fixed = fix_files(Path(root), paths, rules, unsafe=True)
+        except Exception:  # noqa: BLE001 - a fix problem must not cost the report
+            fixed = {}
+        for path, result in fixed.items():
+            if not result.changed:
+                continue
+            for applied in result.applied:
+                blocks = result.hunks(applied)
+                if blocks:
+                    self.replacements[(path, applied.rule, applied.line)] = [
+                        replacement(result.source, result.fixed, block) for block in blocks]
 
     def for_finding(self, finding: Finding) -> list[Json] | None:
         if finding.fix not in FIX_DESCRIPTION:
             return None
-        hunks = self._file_hunks(finding)
-        if not hunks:
-            return None
-        near = [r for first, last, r in hunks if _near(finding, first, last)]
-        # nothing near (a transform that edits elsewhere, e.g. imports): the changes that
-        # belong to no other finding of this rule in the file
-        replacements = near or [r for first, last, r in hunks
-                                if not any(_near(other, first, last)
-                                           for other in self.siblings.get((finding.path, finding.rule), ())
-                                           if other is not finding)]
+        replacements = self.replacements.get((finding.path, finding.rule, finding.span.line))
         if not replacements:
             return None
         return [{"description": {"text": FIX_DESCRIPTION[finding.fix or ""]},
@@ -168,43 +137,22 @@ class _Fixes:
                                       "replacements": replacements}]}]
 
 
-def _near(finding: Finding, first: int, last: int) -> bool:
-    return first <= finding.span.end_line + CONTEXT_LINES and last >= finding.span.line - CONTEXT_LINES
-
-
-def _split_lines(text: str) -> list[str]:
-    """Lines with their endings (only ``\\r\\n``, ``\\r`` and ``\\n`` end a line)."""
-    lines: list[str] = []
-    start = 0
-    for match in _LINE_END.finditer(text):
-        lines.append(text[start:match.end()])
-        start = match.end()
-    if start < len(text):
-        lines.append(text[start:])
-    return lines
-
-
-def diff_replacements(old: str, new: str) -> list[tuple[int, int, Json]]:
-    """The line diff from ``old`` to ``new`` as SARIF replacements, each with the 1-based
-    lines of ``old`` it touches (an insertion touches the line it is inserted before)."""
-    a, b = _split_lines(old), _split_lines(new)
-    starts = [0]
-    for line in a:
-        starts.append(starts[-1] + len(line))
+def replacement(old: str, new: str, block: tuple[int, int, int, int]) -> Json:
+    """One changed block of lines (``i1, i2, j1, j2``, 0-based, as ``difflib`` gives
+    them) as a SARIF replacement of ``old``'s region by ``new``'s lines."""
+    i1, i2, j1, j2 = block
+    a, b = lines_with_ends(old), lines_with_ends(new)
     index = LineIndex(old)
-    hunks: list[tuple[int, int, Json]] = []
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if tag == "equal":
-            continue
-        start_line, start_column = index.position(starts[i1])
-        end_line, end_column = index.position(starts[i2])
-        replacement: Json = {"deletedRegion": {"startLine": start_line, "startColumn": start_column,
-                                               "endLine": end_line, "endColumn": end_column}}
-        inserted = "".join(b[j1:j2])
-        if inserted:
-            replacement["insertedContent"] = {"text": inserted}
-        hunks.append((i1 + 1, max(i1 + 1, i2), replacement))
-    return hunks
+    start = sum(len(line) for line in a[:i1])
+    end = start + sum(len(line) for line in a[i1:i2])
+    start_line, start_column = index.position(start)
+    end_line, end_column = index.position(end)
+    found: Json = {"deletedRegion": {"startLine": start_line, "startColumn": start_column,
+                                     "endLine": end_line, "endColumn": end_column}}
+    inserted = "".join(b[j1:j2])
+    if inserted:
+        found["insertedContent"] = {"text": inserted}
+    return found
 
 
 def _notification(error: FileError) -> Json:

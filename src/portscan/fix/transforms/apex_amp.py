@@ -46,7 +46,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
-from libcst.metadata import ImportAssignment
 
 from portscan.fix.rewrite import EQUAL, FixContext, single_small
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
@@ -99,23 +98,16 @@ def _amp_references(ctx: FixContext) -> list[tuple[str, cst.CSTNode]]:
     uses: list[tuple[str, cst.CSTNode]] = []
     for node in _imports(ctx.module):
         scope = ctx.scope(node)
-        if scope is None:
-            continue
         for alias in node.names if not isinstance(node.names, cst.ImportStar) else ():
             local = alias.evaluated_alias or alias.evaluated_name.split(".")[0]
             base = _bound_module(node, alias)
             if base is None or not (AMP.startswith(base) or base.startswith(AMP)):
                 continue
-            for assignment in scope.assignments[local]:
-                if not isinstance(assignment, ImportAssignment) or assignment.node is not node:
-                    continue
-                for access in assignment.references:
-                    chain_node, parts = _chain(ctx, access.node)
-                    qualified = ".".join([base, *parts])
-                    if qualified == AMP or qualified.startswith(AMP + "."):
-                        uses.append((qualified, chain_node))
-                    elif AMP.startswith(qualified):  # `apex` alone: not an amp use
-                        continue
+            for use, _ in ctx.names.uses(local, scope):
+                chain_node, parts = _chain(ctx, use)
+                qualified = ".".join([base, *parts])
+                if qualified == AMP or qualified.startswith(AMP + "."):
+                    uses.append((qualified, chain_node))
     return uses
 
 
@@ -311,7 +303,7 @@ class _Builder:
         scopes = [self.ctx.scope(f if f is self.ctx.module else f.body.body[0])  # type: ignore[attr-defined]
                   for f in self.functions]
         for name in SCALER_NAMES:
-            if all(scope is not None and not scope[name] for scope in scopes):
+            if all(scope.lookup(name) is None for scope in scopes):
                 return name
         raise Decline("the names for a GradScaler are all taken")
 
@@ -564,10 +556,7 @@ def _calls_any(ctx: FixContext, statement: cst.CSTNode, names: set[str]) -> bool
 
 
 def _qualify(ctx: FixContext, node: cst.CSTNode, parts: list[str]) -> list[str]:
-    scope = ctx.scope(node)
-    if scope is None:
-        return []
-    return [q.name for q in scope.get_qualified_names_for(".".join(parts))]
+    return ctx.scope(node).qualified(parts, every_import=True)
 
 
 def _statements(function: cst.CSTNode) -> list[cst.BaseStatement]:
