@@ -20,7 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.codemod import CodemodCommand, CodemodContext
+from libcst.codemod import Codemod, CodemodCommand, CodemodContext
+from libcst.codemod.visitors import AddImportsVisitor, ImportItem, RemoveImportsVisitor
 
 from portscan.fix.rewrite import Declined, Edit, FixContext
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
@@ -102,6 +103,18 @@ class _Pass(CodemodCommand):
         self.not_fixed: list[tuple[Match, str]] = []
         self.matches: list[Match] = []  #: every match in the pass's input
 
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """The pass, then LibCST's import visitors for what it scheduled (as
+        :class:`CodemodCommand` runs them), except where a walk of the result shows they
+        have nothing to do: they cost most of a pass."""
+        tree = Codemod.transform_module(self, tree)
+        _drop_idle_import_changes(self.context, tree)
+        for key, visitor in ((AddImportsVisitor.CONTEXT_KEY, AddImportsVisitor),
+                             (RemoveImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor)):
+            if self.context.scratch.get(key):
+                tree = self._instantiate_and_run(visitor, tree)
+        return tree
+
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         walk = ModuleWalk(tree, self.rules, self.first_party)
         ctx = FixContext(self.context, walk.names)
@@ -143,6 +156,29 @@ class _Pass(CodemodCommand):
             self.context.scratch.clear()
             self.context.scratch.update(copy.deepcopy(clean))
         return tree
+
+
+def _drop_idle_import_changes(context: CodemodContext, tree: cst.Module) -> None:
+    """Unschedule what the import visitors would not do anyway: adding ``import x`` where
+    the module already binds ``x`` to it alone, and removing an import whose name the
+    module still uses (a use the walk sees; anything else is left to the visitor)."""
+    adds = context.scratch.get(AddImportsVisitor.CONTEXT_KEY, [])
+    removes = context.scratch.get(RemoveImportsVisitor.CONTEXT_KEY, [])
+    if not adds and not removes:
+        return
+    names = ModuleWalk(tree, ()).names
+
+    def present(item: ImportItem) -> bool:
+        plain = item.obj_name is None and item.alias is None and not item.relative
+        return plain and "." not in item.module_name and names.imported(item.module_name) == item.module_name
+
+    def used(module: str, obj: str | None, asname: str | None) -> bool:
+        if obj is None and asname is None and "." in module:
+            return False  # `import a.b` is used by uses of `a.b`, not of `a`: the visitor decides
+        return bool(names.uses(asname or obj or module, names.module))
+
+    context.scratch[AddImportsVisitor.CONTEXT_KEY] = [item for item in adds if not present(item)]
+    context.scratch[RemoveImportsVisitor.CONTEXT_KEY] = [item for item in removes if not used(*item)]
 
 
 def _template(ctx: FixContext, match: Match) -> Edit | Declined | None:

@@ -20,10 +20,11 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.helpers import get_absolute_module_from_package_for_import
-from libcst.metadata import CodeRange, ParentNodeProvider, PositionProvider
+from libcst.metadata import CodeRange, PositionProvider
 
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
+from portscan.match.fixsites import parents
 from portscan.match.python import Names, Scope
 
 Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
@@ -68,8 +69,7 @@ class FixContext:
 
     @functools.cached_property
     def _parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
-        assert self.context.wrapper is not None
-        return self.context.wrapper.resolve(ParentNodeProvider)
+        return parents(self.module)  # the matcher's map (code-carrying nodes), shared with the scan's decisions
 
     @functools.cached_property
     def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:
