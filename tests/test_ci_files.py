@@ -334,3 +334,43 @@ def test_suppression_comments_in_ci_files(tmp_path: Path, rules) -> None:
     (tmp_path / "Jenkinsfile").write_text(
         "node {\n  sh 'pip install torch==2.1.0+cu118'  // portscan: ignore[PS801]\n}\n")
     assert scan_paths([tmp_path], rules).findings == ()
+
+
+def test_env_set_from_the_matrix_carries_its_values(rules) -> None:
+    source = """\
+    jobs:
+      build:
+        strategy:
+          matrix:
+            cuda-version: ["118", "121"]
+        env:
+          TORCH_INDEX: https://download.pytorch.org/whl/cu${{ matrix.cuda-version }}
+        steps:
+          - run: pip install torch --index-url "$TORCH_INDEX"
+    """
+    assert run(".github/workflows/ci.yml", source, rules, "PS802") == [(9, 44, "PS802", "error")]
+
+
+def test_input_defaults_feed_the_use_site(rules) -> None:
+    action = """\
+    name: setup
+    inputs:
+      torch-index:
+        default: https://download.pytorch.org/whl/cu121
+    runs:
+      using: composite
+      steps:
+        - shell: bash
+          run: pip install torch --index-url ${{ inputs.torch-index }}
+    """
+    assert run(".github/actions/setup/action.yml", action, rules, "PS802") == [(9, 42, "PS802", "error")]
+    workflow = """\
+    on:
+      workflow_dispatch:
+        inputs:
+          image: {default: "nvidia/cuda:12.4.1-runtime-ubuntu22.04"}
+    jobs:
+      a:
+        container: ${{ inputs.image }}
+    """
+    assert run(".github/workflows/ci.yml", workflow, rules, "PS830") == [(7, 16, "PS830", "error")]

@@ -36,7 +36,7 @@ from portscan.match import Match
 from portscan.match.commands import Command, Word, commands, lex
 from portscan.match.common import command_matches, env_matches, image_matches
 from portscan.match.levels import VENDOR_BRANCH
-from portscan.match.yamlfiles import compose_yaml, mapping_get, yaml_matches
+from portscan.match.yamlfiles import compose_yaml, mapping_get, walk, yaml_matches
 from portscan.ruleset.schema import Rule
 
 #: keys whose value is a shell script (or a list of script lines)
@@ -132,21 +132,35 @@ def _gitlab_matrix(node: Node | None, scope: dict[str, tuple[str, ...]]) -> None
                     _add(scope, key.value, _scalar_text(item))
 
 
+def _input_defaults(node: Node | None, scope: dict[str, tuple[str, ...]]) -> None:
+    """Composite-action and ``workflow_call``/``workflow_dispatch`` inputs: ``inputs.X``
+    takes its ``default`` (the value a caller that passes nothing gets)."""
+    if isinstance(node, yaml.MappingNode):
+        for key, value in node.value:
+            if isinstance(value, yaml.MappingNode):
+                _add(scope, f"inputs.{key.value}", _scalar_text(mapping_get(value, "default")))
+
+
 def _scope_of(node: yaml.MappingNode, parent: Scope) -> Scope:
-    """``parent`` plus the variables this mapping defines for everything below it."""
-    scope: dict[str, tuple[str, ...]] | None = None
-    for key, value in node.value:
-        if key.value in ("env", "variables", "strategy", "parallel"):
-            scope = scope if scope is not None else dict(parent)
-            if key.value == "strategy":
-                _matrix(mapping_get(value, "matrix"), scope)
-            elif key.value == "parallel":
-                _gitlab_matrix(value, scope)
-            else:
-                for name, text in _env_values(value):
-                    _add(scope, name.value, text)
-                    _add(scope, f"env.{name.value}", text)
-    return parent if scope is None else scope
+    """``parent`` plus the variables this mapping defines for everything below it: the
+    matrix first, so that ``env: {CUDA: ${{ matrix.cuda }}}`` takes the matrix's values."""
+    keys = {key.value: value for key, value in node.value if isinstance(key, yaml.ScalarNode)}
+    if not keys.keys() & {"env", "variables", "strategy", "parallel", "inputs"}:
+        return parent
+    scope = dict(parent)
+    _input_defaults(keys.get("inputs"), scope)
+    _matrix(mapping_get(keys.get("strategy"), "matrix"), scope)
+    _gitlab_matrix(keys.get("parallel"), scope)
+    for name in ("env", "variables"):
+        for key, raw in _env_values(keys.get(name)):
+            texts = [raw] if raw is not None else []
+            value = mapping_get(keys.get(name), key.value)
+            if raw is None and isinstance(value, yaml.ScalarNode):  # set from the matrix
+                texts = [e.text for e in expansions(value.value, scope) if e.offsets is not None]
+            for text in texts:
+                _add(scope, key.value, text)
+                _add(scope, f"env.{key.value}", text)
+    return scope
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +361,10 @@ def match_ci(text: str, rules: Sequence[Rule]) -> list[Match]:
     if root is None:
         return []
     sites = Sites()
-    _walk(root, {}, sites)
+    triggers: dict[str, tuple[str, ...]] = {}
+    for _, inputs in walk(root, ["on", "*", "inputs"]):
+        _input_defaults(inputs, triggers)
+    _walk(root, triggers, sites)
     found: list[Match] = []
     shell_rules = [r for r in rules if _reads_scripts(r)]
     if shell_rules:
