@@ -238,29 +238,39 @@ def test_gitlab_parallel_matrix_and_nested_script_lists(rules) -> None:
 
 
 @pytest.mark.parametrize("source", [
-    "jobs: [unclosed\n",
-    "run: |\n\t- tab\n: :\n",
     "- just\n- a list\n",
     "plain scalar\n",
     "",
+    "# only a comment\n",
     "jobs:\n  a:\n    steps:\n      - run: {not: a script}\n      - run: [1, 2]\n      - run: null\n",
     "jobs:\n  a:\n    strategy: {matrix: [1, 2]}\n    env: [x]\n    variables: 3\n    services: {a: 1}\n",
     "variables: {X: !reference [.base, variables]}\nx:\n  script: [!reference [.setup, script]]\n",
+    "? [complex, key]\n: value\nenv: {? [a]: b}\n",
 ])
-def test_malformed_or_odd_yaml_never_crashes(rules, source: str) -> None:
+def test_odd_yaml_never_crashes(rules, source: str) -> None:
     assert run(".github/workflows/ci.yml", source, rules) == []
     assert run(".gitlab-ci.yml", source, rules) == []
 
 
-def test_malformed_files_in_a_tree_do_not_stop_the_scan(tmp_path: Path, rules) -> None:
+@pytest.mark.parametrize("source", ["jobs: [unclosed\n", "run: |\n\t- tab\n: :\n", "a: b\n- c\n"])
+def test_invalid_yaml_is_a_per_file_error(tmp_path: Path, rules, source: str) -> None:
     (tmp_path / ".github" / "workflows").mkdir(parents=True)
-    (tmp_path / ".github" / "workflows" / "bad.yml").write_text("jobs: [\n  run: |\n")
-    (tmp_path / ".gitmodules").write_bytes(b"[submodule \"x\"\n\x00\xff url = \n")
+    (tmp_path / ".github" / "workflows" / "bad.yml").write_text(source)
+    (tmp_path / "requirements.txt").write_text("torch==2.1.0+cu118\n")
+    result = scan_paths([tmp_path], rules)
+    assert [(e.path, e.kind) for e in result.errors] == [(".github/workflows/bad.yml", "parse")]
+    assert "invalid YAML" in result.errors[0].message
+    assert [(f.path, f.rule) for f in result.findings] == [("requirements.txt", "PS801")]
+
+
+def test_malformed_files_in_a_tree_do_not_stop_the_scan(tmp_path: Path, rules) -> None:
+    (tmp_path / ".gitmodules").write_bytes(b"[submodule \"x\"\n\x01\xff url = \n")
     (tmp_path / "Jenkinsfile").write_text("sh '''never closed\n apt-get install -y libcudnn8")
     (tmp_path / "requirements.txt").write_text("torch==2.1.0+cu118\n")
     result = scan_paths([tmp_path], rules)
     assert [(f.path, f.rule) for f in result.findings] == [
         ("Jenkinsfile", "PS824"), ("requirements.txt", "PS801")]
+    assert result.errors == ()  # undecodable bytes are replaced, the file read best-effort
 
 
 def test_jenkins_comments_are_not_steps(rules) -> None:

@@ -36,7 +36,7 @@ from portscan.match import Match
 from portscan.match.commands import Command, Word, commands, lex
 from portscan.match.common import command_matches, env_matches, image_matches
 from portscan.match.levels import VENDOR_BRANCH
-from portscan.match.yamlfiles import compose_yaml, mapping_get, walk, yaml_matches
+from portscan.match.yamlfiles import compose_yaml_or_error, mapping_get, walk, yaml_matches
 from portscan.ruleset.schema import Rule
 
 #: keys whose value is a shell script (or a list of script lines)
@@ -356,8 +356,8 @@ def _reads_scripts(rule: Rule) -> bool:
 
 
 def match_ci(text: str, rules: Sequence[Rule]) -> list[Match]:
-    """GitHub Actions, GitLab CI and Azure Pipelines YAML; unreadable YAML gives nothing."""
-    root = compose_yaml(text)
+    """GitHub Actions, GitLab CI and Azure Pipelines YAML; invalid YAML is a parse error."""
+    root = compose_yaml_or_error(text)
     if root is None:
         return []
     sites = Sites()
