@@ -384,3 +384,18 @@ def test_input_defaults_feed_the_use_site(rules) -> None:
         container: ${{ inputs.image }}
     """
     assert run(".github/workflows/ci.yml", workflow, rules, "PS830") == [(7, 16, "PS830", "error")]
+
+
+def test_jenkins_sh_step_forms(rules) -> None:
+    source = """\
+    node {
+        sh label: 'deps', script: 'apt-get install -y libcudnn8'
+        def out = sh(returnStdout: true, script: "pip install torch==2.1.0+cu118")
+        sh '''
+            pip install cupy-cuda12x
+        '''
+        sh label: 'not a script: apt-get install -y libnccl2', script: 'echo ok'
+    }
+    """
+    assert run("Jenkinsfile", source, rules, "PS824", "PS801", "PS806") == [
+        (2, 51, "PS824", "warning"), (3, 59, "PS801", "error"), (5, 21, "PS806", "error")]

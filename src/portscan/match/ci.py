@@ -389,7 +389,10 @@ def match_ci(text: str, rules: Sequence[Rule]) -> list[Match]:
 
 # ------------------------------------------------------------------ Jenkinsfiles
 
-_SH_STEP = re.compile(r"\bsh\s*\(?\s*(?:script\s*:\s*)?(?P<quote>'''|\"\"\"|'|\")")
+#: ``sh '...'``, ``sh """..."""``, ``sh(script: '...')``, ``sh label: 'x', script: '...'``
+_SH_STEP = re.compile(r"\bsh\s*\(?\s*(?:(?:label|encoding)\s*:\s*(?:'[^'\n]*'|\"[^\"\n]*\")\s*,\s*)*"
+                      r"(?:(?:returnStdout|returnStatus)\s*:\s*\w+\s*,\s*)*(?:script\s*:\s*)?"
+                      r"(?P<quote>'''|\"\"\"|'|\")")
 _JENKINS_IMAGE = re.compile(r"\bimage\s*\(?\s*(?P<quote>['\"])(?P<image>[^'\"\s]+)(?P=quote)")
 _JENKINS_ENV_BLOCK = re.compile(r"\benvironment\s*\{(?P<body>[^{}]*)\}")
 _JENKINS_ENV = re.compile(r"(?m)^\s*(?P<name>[A-Za-z_]\w*)\s*=\s*(?P<quote>['\"])(?P<value>[^'\"\n]*)(?P=quote)")
