@@ -29,6 +29,7 @@ EXPECTED = [
     (".github/workflows/docker.yml", 18, 27, "PS834", "warning"),  # docker run --gpus in run: |
     (".github/workflows/test.yml", 8, 3, "PS610", "warning"),      # env: TORCH_CUDA_ARCH_LIST
     (".github/workflows/test.yml", 14, 14, "PS830", "error"),      # container.image nvidia/cuda
+    (".github/workflows/test.yml", 15, 16, "PS834", "warning"),    # container.options --gpus all
     (".github/workflows/test.yml", 26, 58, "PS824", "warning"),    # apt-get cuda-toolkit in run: |
     (".github/workflows/test.yml", 28, 44, "PS802", "error"),      # .../whl/${{ matrix.torch-cuda }}
     (".github/workflows/test.yml", 32, 29, "PS802", "error"),      # run: > folded onto two lines

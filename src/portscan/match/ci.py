@@ -72,6 +72,9 @@ class Sites:
     images: list[Site] = field(default_factory=list)
     env: list[tuple[Site, str]] = field(default_factory=list)  #: the key, the value
     actions: list[Site] = field(default_factory=list)
+    #: ``container: {image: ..., options: --gpus all}``: options GitHub and Azure pass to
+    #: ``docker create``
+    docker_options: list[Site] = field(default_factory=list)
 
 
 # ------------------------------------------------------------------ variables
@@ -230,6 +233,9 @@ def _walk(node: Node, scope: Scope, sites: Sites, foreign: bool = False, vendor:
     condition = mapping_get(node, "if")
     vendor = vendor or (isinstance(condition, yaml.ScalarNode) and bool(_VENDOR_TEXT.search(condition.value)))
     owner = " ".join(filter(None, (_scalar_text(mapping_get(node, k)) for k in ("uses", "task"))))
+    options = mapping_get(node, "options")
+    if isinstance(options, yaml.ScalarNode) and mapping_get(node, "image") is not None:
+        sites.docker_options.append(Site(options, scope, vendor))
     for key, value in node.value:
         name = key.value if isinstance(key, yaml.ScalarNode) else ""
         if name in _SCRIPT_KEYS and not (name == "run" and not _is_shell_run(node)) \
@@ -333,6 +339,14 @@ def _image_matches(source: str, site: Site, rules: Sequence[Rule]) -> Iterator[M
             yield _relocate(whole, expansion, base, site.vendor)
 
 
+def _docker_option_matches(source: str, site: Site, rules: Sequence[Rule]) -> list[Match]:
+    """Container ``options:`` read as the arguments of ``docker create`` (``--gpus all``)."""
+    text, base = embedded_text(source, site.node)
+    create = (Word("docker", base, base), Word("create", base, base))
+    return _guarded(list(command_matches([Command((), create + tuple(lex(text, base)))], rules)),
+                    site.vendor)
+
+
 def _guarded(matches: list[Match], vendor: bool) -> list[Match]:
     return [Match(m.rule, m.start, m.end, m.variables, VENDOR_BRANCH) for m in matches] if vendor else matches
 
@@ -370,6 +384,8 @@ def match_ci(text: str, rules: Sequence[Rule]) -> list[Match]:
     if shell_rules:
         for site in sites.scripts:
             found += _script_matches(text, site, shell_rules)
+        for site in sites.docker_options:
+            found += _docker_option_matches(text, site, shell_rules)
     image_rules = [r for r in rules if hasattr(r.pattern, "matches_image")]  # ImageKinds
     if image_rules:
         for site in sites.images:
