@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from portscan.match import Match
+from portscan.match.ci import match_ci, match_jenkinsfile
 from portscan.match.containers import match_dockerfile
+from portscan.match.gitmodules import match_gitmodules
 from portscan.match.kernels import match_cuda
 from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
 from portscan.match.shell import match_shell
@@ -100,6 +102,25 @@ def _conda(path: PurePath) -> bool:
     return stem is not None and (stem.startswith(("environment", "conda")) or stem in ("env", "conda-env"))
 
 
+def _ci(path: PurePath) -> bool:
+    """``.github/workflows/*.yml``, ``action.yml`` under ``.github``, ``.gitlab-ci.yml`` and
+    ``*.gitlab-ci.yml``, ``azure-pipelines*.yml``, ``.azure-pipelines/**.yml`` (and ``.yaml``)."""
+    stem = _yaml_stem(path)
+    if stem is None:
+        return False
+    parts = path.parts
+    return ((path.parent.name == "workflows" and path.parent.parent.name == ".github")
+            or (stem == "action" and ".github" in parts)
+            or stem == ".gitlab-ci" or stem.endswith(".gitlab-ci")
+            or stem.startswith("azure-pipelines") or ".azure-pipelines" in parts)
+
+
+def _jenkinsfile(path: PurePath) -> bool:
+    """``Jenkinsfile``, ``*.Jenkinsfile``."""
+    lower = path.name.lower()
+    return lower == "jenkinsfile" or lower.endswith(".jenkinsfile")
+
+
 #: every file kind; a path has the first kind that claims it
 FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("python", _suffix(".py"), _python, tokenized=True, fence="python", prefiltered=True),
@@ -109,6 +130,9 @@ FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("pyproject", lambda path: path.name == "pyproject.toml", _text(match_pyproject), fence="toml"),
     FileKind("setupcfg", lambda path: path.name == "setup.cfg", _text(match_setup_cfg), fence="ini"),
     FileKind("dockerfile", _dockerfile, _text(match_dockerfile), fence="dockerfile"),
+    FileKind("ci", _ci, _text(match_ci), fence="yaml"),
+    FileKind("jenkinsfile", _jenkinsfile, _text(match_jenkinsfile), comment="//", fence="groovy"),
+    FileKind("gitmodules", lambda path: path.name == ".gitmodules", _text(match_gitmodules), fence="ini"),
     FileKind("compose", _compose, _text(match_compose), fence="yaml"),
     FileKind("conda", _conda, _text(match_conda), fence="yaml"),
 )

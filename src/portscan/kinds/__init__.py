@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, get_args
 
+from portscan.kinds.action import ActionPattern
 from portscan.kinds.assign import AssignPattern
 from portscan.kinds.build_arg import BuildArgPattern
 from portscan.kinds.calls import CallPattern
@@ -27,6 +28,7 @@ from portscan.kinds.names import NamePattern
 from portscan.kinds.requirement import RequirementPattern
 from portscan.kinds.spawn import SubprocessPattern
 from portscan.kinds.strings import StringPattern
+from portscan.kinds.submodule import SubmodulePattern
 from portscan.kinds.yamlkeys import YamlPattern
 from portscan.ruleset.table import TableReader
 
@@ -48,6 +50,8 @@ Pattern = (
     | KernelPattern
     | CudaApiPattern
     | BuildArgPattern
+    | ActionPattern
+    | SubmodulePattern
 )
 
 #: kind name (``[match] kind``) -> its class, from :data:`Pattern`

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import ClassVar
 
-from portscan.kinds.common import PROGRAM, code_list
+from portscan.kinds.common import CI, PROGRAM, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
 
@@ -18,7 +18,7 @@ class CommandPattern:
     (``docker run --gpus all``)."""
 
     kind: ClassVar[str] = "command"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell"}) | CI
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program", "arg"})
     programs: tuple[str, ...]
     args: tuple[str, ...]  #: globs; any argument matching one reports
@@ -37,7 +37,7 @@ class CommandPattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         sub = f" {'/'.join(self.subcommands)}" if self.subcommands else ""
         return (f"{code_list(self.programs)}{sub} run with an argument matching "
-                f"{code_list(self.args)}, in shell scripts and Dockerfile `RUN` lines.")
+                f"{code_list(self.args)}, in shell scripts, Dockerfile `RUN` lines and CI scripts.")
 
     def matching_argument(self, program: str, args: Sequence[str]) -> int | None:
         """The first argument matching one of ``args``, once the program and subcommand fit."""

@@ -12,8 +12,10 @@ PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 
 #: File kinds (names in :data:`portscan.filekinds.FILE_KINDS`) each match kind applies to.
 PYTHON = frozenset({"python"})
+#: CI definitions: their scripts are shell, and their images and variables are read too
+CI = frozenset({"ci", "jenkinsfile"})
 MANIFESTS = frozenset({"requirements", "pyproject", "setupcfg", "conda", "python", "dockerfile",
-                       "shell"})
+                       "shell"}) | CI
 
 
 def name_matches(qualified: str, pattern: str) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from portscan.bounded import Regex
-from portscan.kinds.common import code_list
+from portscan.kinds.common import CI, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader, literal_in
 
@@ -17,7 +17,7 @@ class EnvPattern:
     ``os.environ.setdefault("X", v)``, ``os.environ.update(X=v)``, ``os.putenv("X", v)``."""
 
     kind: ClassVar[str] = "env"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "compose"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "compose"}) | CI
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     names: tuple[str, ...]
     values: tuple[Literal, ...] = ()

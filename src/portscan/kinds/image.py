@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import ClassVar
 
-from portscan.kinds.common import code_list
+from portscan.kinds.common import CI, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
 
@@ -16,7 +16,7 @@ class ImagePattern:
     """A container base image: Dockerfile ``FROM`` and compose ``image:``."""
 
     kind: ClassVar[str] = "image"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "compose"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "compose"}) | CI
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "image"})
     images: tuple[str, ...]  #: globs over ``registry/namespace/name`` (no tag)
     tags: tuple[str, ...] = ()  #: globs over the tag
@@ -33,7 +33,7 @@ class ImagePattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         tags = f" with a tag matching {code_list(self.tags)}" if self.tags else ""
         return (f"Container images matching {code_list(self.images)}{tags}: Dockerfile "
-                "`FROM` lines and docker-compose `image:` keys.")
+                "`FROM` lines, docker-compose `image:` keys and CI images (`container:`, `image:`, `services:`).")
 
     def matches_image(self, name: str, bare: str, tag: str) -> bool:
         if not any(fnmatchcase(name, g) or fnmatchcase(bare, g) for g in self.images):

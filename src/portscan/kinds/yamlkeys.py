@@ -1,4 +1,4 @@
-"""The ``yaml`` kind: keys in compose and conda YAML files, by dotted path."""
+"""The ``yaml`` kind: keys in compose, conda and CI YAML files, by dotted path."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class YamlPattern:
     mapping key or list item (``services.*.deploy.resources.reservations.devices.*.driver``)."""
 
     kind: ClassVar[str] = "yaml"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"compose", "conda"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"compose", "conda", "ci"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "path", "value"})
     paths: tuple[str, ...]
     values: tuple[Literal, ...] = ()  #: scalar values; a list value matches if it holds one
@@ -35,4 +35,4 @@ class YamlPattern:
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         values = f" set to {code_list(map(repr, self.values))}" if self.values else ""
-        return f"YAML keys {code_list(self.paths)}{values} (docker-compose, conda)."
+        return f"YAML keys {code_list(self.paths)}{values} (docker-compose, conda, CI)."

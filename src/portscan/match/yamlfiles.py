@@ -12,6 +12,7 @@ import yaml
 from yaml import Node
 
 from portscan.match import Match
+from portscan.parse import SourceError
 from portscan.match.common import env_matches, image_matches
 from portscan.kinds.yamlkeys import YamlPattern
 from portscan.ruleset.schema import Rule
@@ -23,6 +24,20 @@ def compose_yaml(text: str) -> Node | None:
         return yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return None
+
+
+def compose_yaml_or_error(text: str) -> Node | None:
+    """The root node of the first document (None when empty); invalid YAML raises a
+    per-file parse error naming the line, for files whose tool rejects invalid YAML too
+    (CI definitions), so that a file portscan could not read is reported, not skipped."""
+    try:
+        return yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}" if mark is not None else ""
+        raise SourceError("parse", f"invalid YAML{where}: {exc.problem or exc.context}") from None
+    except yaml.YAMLError as exc:
+        raise SourceError("parse", f"invalid YAML: {exc}") from None
 
 
 def mapping_get(node: Node | None, key: str) -> Node | None:
