@@ -15,6 +15,7 @@ from typing import Any, get_args
 from portscan.kinds.assign import AssignPattern
 from portscan.kinds.build_arg import BuildArgPattern
 from portscan.kinds.calls import CallPattern
+from portscan.kinds.cmake import CMakePattern
 from portscan.kinds.command import CommandPattern
 from portscan.kinds.compare import ComparePattern
 from portscan.kinds.cuda_api import CudaApiPattern
@@ -48,6 +49,7 @@ Pattern = (
     | KernelPattern
     | CudaApiPattern
     | BuildArgPattern
+    | CMakePattern
 )
 
 #: kind name (``[match] kind``) -> its class, from :data:`Pattern`
