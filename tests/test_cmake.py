@@ -35,6 +35,7 @@ EXPECTED = [
     ("Makefile", 15, "PS407"),           # $(NVCC) runs nvcc
     ("Makefile", 21, "PS802"),           # pip install --extra-index-url .../cu121
     ("Makefile", 22, "PS816"),           # pip install flash-attn
+    ("Makefile", 28, "PS949"),           # cmake -DCMAKE_CUDA_ARCHITECTURES="80;90"
     ("cmake/cuda.cmake", 7, "PS944"),    # --use_fast_math
     ("cmake/cuda.cmake", 8, "PS944"),    # --expt-relaxed-constexpr
     ("cmake/cuda.cmake", 9, "PS944"),    # -lineinfo
