@@ -13,7 +13,7 @@ from portscan.filekinds import file_kind
 from portscan.kinds import KINDS
 from portscan.kinds.common import MANIFESTS
 from portscan.match.cmake import read_cmake
-from portscan.match.makefiles import braced, recipe_commands
+from portscan.match.makefiles import braced, read_makefile, recipe_commands
 from portscan.model import Severity
 from portscan.ruleset.loader import RuleSet
 from portscan.ruleset.schema import RuleFileError, parse_rule
@@ -162,6 +162,23 @@ def test_cuda_branch_of_a_rocm_aware_build_is_info(rules) -> None:
     ]
 
 
+def test_cuda_blocks_beside_rocm_blocks_are_info(rules) -> None:
+    """Separate `if(WITH_CUDA)` and `if(WITH_ROCM)` groups: the build already chooses."""
+    source = """\
+    if(WITH_ROCM)
+      enable_language(HIP)
+    endif()
+    if(WITH_CUDA)
+      enable_language(CUDA)
+    endif()
+    """
+    findings = scan_source(textwrap.dedent(source), "CMakeLists.txt", rules.select(["PS940"]))
+    assert [(f.span.line, f.guard) for f in findings] == [(5, "vendor-branch")]
+    alone = scan_source("if(WITH_CUDA)\n  enable_language(CUDA)\nendif()\n", "CMakeLists.txt",
+                        rules.select(["PS940"]))
+    assert [(f.span.line, f.guard) for f in alone] == [(2, None)]
+
+
 def test_a_suppression_comment_works_in_cmake(tmp_path: Path, rules) -> None:
     (tmp_path / "CMakeLists.txt").write_text(
         "project(ops LANGUAGES CXX CUDA)  # portscan: ignore[PS940]\nenable_language(CUDA)\n")
@@ -252,7 +269,7 @@ def test_make_references_become_braces_of_the_same_length() -> None:
 
 def test_recursive_variables_do_not_loop() -> None:
     source = "A = $(B)\nB = $(A) nvcc\nall:\n\t$(A) -c x.cu\n"
-    assert len(list(recipe_commands(source))) == 1  # expansion stops at a fixed depth
+    assert len(list(recipe_commands(read_makefile(source)))) == 1  # expansion stops at a fixed depth
 
 
 @pytest.mark.parametrize("text", ["all:\n\t$(\n", "\t\t\n:\n\t'unclosed\n", "x = $(y\n", "\\\n", ""])

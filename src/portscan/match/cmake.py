@@ -33,6 +33,7 @@ _TOKEN = re.compile(r"""
 """, re.VERBOSE | re.DOTALL)
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _VENDOR = re.compile(r"(?i)(?:^|[^a-z])(?:hip|rocm|amdgpu)")
+_CUDA = re.compile(r"(?i)(?:^|[^a-z])cuda")
 
 
 def read_cmake(text: str) -> CMakeSource:
@@ -88,15 +89,20 @@ def _blank(text: str, spans: list[tuple[int, int]]) -> str:
 
 def vendor_regions(commands: Sequence[CMakeCommand]) -> list[tuple[int, int]]:
     """Offsets of ``if()`` groups (every branch, up to ``endif()``) whose ``if`` or
-    ``elseif`` condition names HIP or ROCm."""
+    ``elseif`` condition names HIP or ROCm; in a file that has such a group, also those
+    whose condition names CUDA (``if(WITH_CUDA)`` beside ``if(WITH_ROCM)``: the CUDA side
+    of a build that already chooses its vendor)."""
+    tests = [command for command in commands if command.name in ("if", "elseif")]
+    if not any(_names(command, _VENDOR) for command in tests):
+        return []
     regions: list[tuple[int, int]] = []
     stack: list[tuple[int, bool]] = []
     for command in commands:
         if command.name == "if":
-            stack.append((command.start, _names_vendor(command)))
+            stack.append((command.start, _names(command, _VENDOR) or _names(command, _CUDA)))
         elif command.name == "elseif" and stack:
             start, vendor = stack[-1]
-            stack[-1] = (start, vendor or _names_vendor(command))
+            stack[-1] = (start, vendor or _names(command, _VENDOR) or _names(command, _CUDA))
         elif command.name == "endif" and stack:
             start, vendor = stack.pop()
             if vendor:
@@ -104,8 +110,8 @@ def vendor_regions(commands: Sequence[CMakeCommand]) -> list[tuple[int, int]]:
     return regions
 
 
-def _names_vendor(command: CMakeCommand) -> bool:
-    return any(_VENDOR.search(arg.text) for arg in command.args)
+def _names(command: CMakeCommand, pattern: re.Pattern[str]) -> bool:
+    return any(pattern.search(arg.text) for arg in command.args)
 
 
 def match_cmake(text: str, rules: Sequence[Rule]) -> list[Match]:

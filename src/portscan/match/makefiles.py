@@ -13,7 +13,8 @@ automatic variables, conditionals) is left as it is; nothing is evaluated.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
 from portscan.match import Match
 from portscan.match.commands import Command, Word, commands, lex
@@ -67,9 +68,19 @@ def _split(text: str, base: int) -> list[Word]:
     return [w for w in lex(braced(text), base) if not w.operator]
 
 
-def read_makefile(text: str) -> tuple[dict[str, list[Word]], list[tuple[int, str]], list[Word]]:
-    """Variables (name -> the words of all its definitions), recipe lines (offset, text)
-    and ``export NAME=value`` settings."""
+@dataclass(frozen=True, slots=True)
+class Makefile:
+    """What a Makefile says, as far as a scan reads it."""
+
+    #: variable name -> the words of all its definitions (every branch of an ``ifeq``)
+    variables: Mapping[str, list[Word]]
+    recipes: tuple[tuple[int, str], ...]  #: (offset, text) of each recipe line
+    exports: tuple[Word, ...]  #: ``export NAME = value``, as a ``NAME=value`` word at the name
+
+
+def read_makefile(text: str) -> Makefile:
+    """Variables, recipe lines (tab-indented lines after a ``target:`` line, and the part
+    after ``;`` of ``target: prerequisites ; recipe``) and exports; never raises."""
     variables: dict[str, list[Word]] = {}
     recipes: list[tuple[int, str]] = []
     exports: list[Word] = []
@@ -102,10 +113,10 @@ def read_makefile(text: str) -> tuple[dict[str, list[Word]], list[tuple[int, str
                 recipes.append((offset + rule.end() + semicolon + 1, recipe[semicolon + 1:]))
         else:
             in_rule = False
-    return variables, recipes, exports
+    return Makefile(variables, tuple(recipes), tuple(exports))
 
 
-def _expand(word: Word, variables: dict[str, list[Word]], depth: int = 0) -> list[Word]:
+def _expand(word: Word, variables: Mapping[str, list[Word]], depth: int = 0) -> list[Word]:
     """A word that is one variable reference -> the words of its definitions, recursively."""
     reference = _REFERENCE.match(word.value)
     if reference is None or depth >= _DEPTH or reference.group("name") not in variables:
@@ -113,10 +124,10 @@ def _expand(word: Word, variables: dict[str, list[Word]], depth: int = 0) -> lis
     return [inner for w in variables[reference.group("name")] for inner in _expand(w, variables, depth + 1)]
 
 
-def recipe_commands(text: str) -> Iterator[Command]:
+def recipe_commands(makefile: Makefile) -> Iterator[Command]:
     """The shell commands of every recipe, with make variables followed."""
-    variables, recipes, _ = read_makefile(text)
-    for offset, recipe in recipes:
+    variables = makefile.variables
+    for offset, recipe in makefile.recipes:
         prefix = _RECIPE_PREFIX.match(recipe.lstrip(" \t"))
         skip = (len(recipe) - len(recipe.lstrip(" \t"))) + (prefix.end() if prefix else 0)
         for command in commands(braced(recipe[skip:]), offset + skip):
@@ -134,11 +145,11 @@ def recipe_commands(text: str) -> Iterator[Command]:
 def match_makefile(text: str, rules: Sequence[Rule]) -> list[Match]:
     if not rules:
         return []
-    _, _, exports = read_makefile(text)
+    makefile = read_makefile(text)
     found: dict[tuple[str, int, int], Match] = {}
-    for match in command_matches(recipe_commands(text), rules):
+    for match in command_matches(recipe_commands(makefile), rules):
         found.setdefault((match.rule.code, match.start, match.end), match)
-    for word in exports:
+    for word in makefile.exports:
         name, _, value = word.value.partition("=")
         for match in env_matches(name, value, word.start, rules):
             found.setdefault((match.rule.code, match.start, match.end), match)
