@@ -27,7 +27,8 @@ _RULE = re.compile(r"^[^\s:=#][^:=#]*::?(?!=)")
 _DIRECTIVE = re.compile(r"^(?:ifeq|ifneq|ifdef|ifndef|else|endif)\b")
 _REFERENCE = re.compile(r"^\$\{(?P<name>[A-Za-z_][\w.-]*)\}$")
 _RECIPE_PREFIX = re.compile(r"^[@+\-]+")
-_DEPTH = 4
+_DEPTH = 4  #: variables referring to variables, followed this deep
+_WIDTH = 256  #: words one reference may expand to (a bound, for pathological files)
 
 
 def logical_lines(text: str) -> Iterator[tuple[int, str]]:
@@ -121,7 +122,12 @@ def _expand(word: Word, variables: Mapping[str, list[Word]], depth: int = 0) -> 
     reference = _REFERENCE.match(word.value)
     if reference is None or depth >= _DEPTH or reference.group("name") not in variables:
         return [word]
-    return [inner for w in variables[reference.group("name")] for inner in _expand(w, variables, depth + 1)]
+    words: list[Word] = []
+    for inner in variables[reference.group("name")]:
+        words.extend(_expand(inner, variables, depth + 1))
+        if len(words) >= _WIDTH:
+            return words[:_WIDTH]
+    return words
 
 
 def recipe_commands(makefile: Makefile) -> Iterator[Command]:
