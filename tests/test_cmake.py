@@ -36,6 +36,7 @@ EXPECTED = [
     ("Makefile", 21, "PS802"),           # pip install --extra-index-url .../cu121
     ("Makefile", 22, "PS816"),           # pip install flash-attn
     ("Makefile", 28, "PS949"),           # cmake -DCMAKE_CUDA_ARCHITECTURES="80;90"
+    ("Makefile", 32, "PS950"),           # git clone https://github.com/NVIDIA/cutlass.git
     ("cmake/cuda.cmake", 7, "PS944"),    # --use_fast_math
     ("cmake/cuda.cmake", 8, "PS944"),    # --expt-relaxed-constexpr
     ("cmake/cuda.cmake", 9, "PS944"),    # -lineinfo
