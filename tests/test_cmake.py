@@ -83,7 +83,7 @@ def test_fixture_positions_point_at_the_argument(rules) -> None:
     ("CMakeLists.txt", "cmake"), ("csrc/CMakeLists.txt", "cmake"), ("cmake/Cuda.cmake", "cmake"),
     ("cmake/Modules/FindCUDNN.cmake", "cmake"), ("CMakeLists.txt.in", None),
     ("torch/share/cmake/Caffe2/public/cuda.cmake", None), ("lib/cmake/hip/hip-config.cmake", None),
-    ("cmake/FooConfig.cmake", None), ("foo-config-version.cmake", None),
+    ("cmake/FooConfig.cmake", None), ("cmake/config.cmake", "cmake"), ("foo-config-version.cmake", None),
     ("cmake/FooTargets-release.cmake", None), ("cmake/config.cmake.in", None),
     ("Makefile", "makefile"), ("GNUmakefile", "makefile"), ("src/makefile", "makefile"),
     ("build/rules.mk", "makefile"), ("Makefile.am", None), ("makefiles.txt", None),

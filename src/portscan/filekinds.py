@@ -103,7 +103,7 @@ def _conda(path: PurePath) -> bool:
     return stem is not None and (stem.startswith(("environment", "conda")) or stem in ("env", "conda-env"))
 
 
-_PACKAGE_CONFIG = re.compile(r"(?i).*(?:config|config-version|configversion|targets(?:-\w+)?)\.cmake$")
+_PACKAGE_CONFIG = re.compile(r"(?i).+(?:config|config-version|configversion|targets(?:-\w+)?)\.cmake$")
 
 
 def _cmake(path: PurePath) -> bool:

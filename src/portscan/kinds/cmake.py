@@ -56,8 +56,9 @@ class CMakePattern:
         if self.regex is None:
             return f"The CMake commands {where} in `CMakeLists.txt` and `*.cmake` files."
         at = f" argument {self.position}" if self.position is not None else " an argument"
+        unless = f", unless the file matches `{self.unless.pattern}`" if self.unless else ""
         return (f"{where} with{at} matching `{self.regex.pattern}`, in `CMakeLists.txt` and "
-                "`*.cmake` files (comments ignored).")
+                f"`*.cmake` files (comments ignored){unless}.")
 
     def match_cmake(self, source: CMakeSource) -> Iterator[Span]:
         if self.unless is not None and self.unless.search(source.code):
