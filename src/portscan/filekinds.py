@@ -9,15 +9,18 @@ walks through adding one.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
 from portscan.match import Match
 from portscan.match.ci import match_ci, match_jenkinsfile
+from portscan.match.cmake import match_cmake
 from portscan.match.containers import match_dockerfile
 from portscan.match.gitmodules import match_gitmodules
 from portscan.match.kernels import match_cuda
+from portscan.match.makefiles import match_makefile
 from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
 from portscan.match.shell import match_shell
 from portscan.match.yamlfiles import match_compose
@@ -121,11 +124,33 @@ def _jenkinsfile(path: PurePath) -> bool:
     return lower == "jenkinsfile" or lower.endswith(".jenkinsfile")
 
 
+_PACKAGE_CONFIG = re.compile(r"(?i).+(?:config|config-version|configversion|targets(?:-\w+)?)\.cmake$")
+
+
+def _cmake(path: PurePath) -> bool:
+    """``CMakeLists.txt`` and ``*.cmake``, except an installed package's CMake files
+    (under ``share/cmake/``, ``lib/cmake/``: a dependency's, not the project's build) and
+    package config files (``FooConfig.cmake``, ``foo-config.cmake``, ``FooTargets.cmake``:
+    generated for the package's users)."""
+    if path.name != "CMakeLists.txt" and not (path.suffix.lower() == ".cmake"
+                                              and not _PACKAGE_CONFIG.match(path.name)):
+        return False
+    parts = [p.lower() for p in path.parts[:-1]]
+    return not any(a in ("share", "lib", "lib64") and b == "cmake" for a, b in zip(parts, parts[1:], strict=False))
+
+
+def _makefile(path: PurePath) -> bool:
+    """``Makefile``, ``GNUmakefile``, ``makefile``, ``*.mk``."""
+    return path.name in ("Makefile", "GNUmakefile", "makefile") or path.suffix == ".mk"
+
+
 #: every file kind; a path has the first kind that claims it
 FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("python", _suffix(".py"), _python, tokenized=True, fence="python", prefiltered=True),
     FileKind("cuda", _suffix(".cu", ".cuh"), _cuda, comment="//", fence="cpp"),
     FileKind("shell", _suffix(".sh", ".bash"), _text(match_shell), fence="bash"),
+    FileKind("cmake", _cmake, _text(match_cmake), fence="cmake"),
+    FileKind("makefile", _makefile, _text(match_makefile), fence="makefile"),
     FileKind("requirements", _requirements, _text(match_requirements)),
     FileKind("pyproject", lambda path: path.name == "pyproject.toml", _text(match_pyproject), fence="toml"),
     FileKind("setupcfg", lambda path: path.name == "setup.cfg", _text(match_setup_cfg), fence="ini"),

@@ -16,6 +16,7 @@ from portscan.kinds.action import ActionPattern
 from portscan.kinds.assign import AssignPattern
 from portscan.kinds.build_arg import BuildArgPattern
 from portscan.kinds.calls import CallPattern
+from portscan.kinds.cmake import CMakePattern
 from portscan.kinds.command import CommandPattern
 from portscan.kinds.compare import ComparePattern
 from portscan.kinds.cuda_api import CudaApiPattern
@@ -52,6 +53,7 @@ Pattern = (
     | BuildArgPattern
     | ActionPattern
     | SubmodulePattern
+    | CMakePattern
 )
 
 #: kind name (``[match] kind``) -> its class, from :data:`Pattern`

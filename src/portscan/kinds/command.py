@@ -14,11 +14,11 @@ from portscan.ruleset.table import TableReader
 
 @dataclass(frozen=True, slots=True)
 class CommandPattern:
-    """A program run with given arguments in a shell script or a Dockerfile ``RUN``
-    (``docker run --gpus all``)."""
+    """A program run with given arguments in a shell script, a Makefile recipe or a
+    Dockerfile ``RUN`` (``docker run --gpus all``)."""
 
     kind: ClassVar[str] = "command"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell"}) | CI
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell", "makefile"}) | CI
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program", "arg"})
     programs: tuple[str, ...]
     args: tuple[str, ...]  #: globs; any argument matching one reports
@@ -37,7 +37,7 @@ class CommandPattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         sub = f" {'/'.join(self.subcommands)}" if self.subcommands else ""
         return (f"{code_list(self.programs)}{sub} run with an argument matching "
-                f"{code_list(self.args)}, in shell scripts, Dockerfile `RUN` lines and CI scripts.")
+                f"{code_list(self.args)}, in shell scripts, Makefile recipes, Dockerfile `RUN` lines and CI scripts.")
 
     def matching_argument(self, program: str, args: Sequence[str]) -> int | None:
         """The first argument matching one of ``args``, once the program and subcommand fit."""

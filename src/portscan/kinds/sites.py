@@ -101,3 +101,39 @@ class ArgumentSite:
     #: the literal values of a list, tuple or set literal's items (an ORT-style
     #: ``("Provider", {...})`` item counts by its first element); () for anything else
     items: tuple[object, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CMakeArgument:
+    """One argument of a CMake command: its text as written (inside the quotes or the
+    brackets for quoted and bracket arguments), and where that text starts."""
+
+    text: str
+    start: int
+    quoted: bool = False  #: a quoted or bracket argument (never a list of several words)
+
+
+@dataclass(frozen=True, slots=True)
+class CMakeCommand:
+    """A command invocation: ``name(args)``, the name lower-cased (CMake's are not case
+    sensitive), ``start``/``end`` the offsets of the name as written."""
+
+    name: str
+    start: int
+    end: int
+    args: tuple[CMakeArgument, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CMakeSource:
+    """A ``CMakeLists.txt`` / ``*.cmake`` file as the ``cmake`` surface hands it to kinds."""
+
+    code: str  #: the text with comments blanked out, offsets kept
+    commands: tuple[CMakeCommand, ...]
+
+
+@runtime_checkable
+class CMakeKind(Protocol):
+    """A match kind for the ``cmake`` surface."""
+
+    def match_cmake(self, source: CMakeSource) -> Iterator[Span]: ...

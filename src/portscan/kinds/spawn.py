@@ -39,7 +39,7 @@ class SubprocessPattern:
     """A program name in the command passed to a process-spawning call."""
 
     kind: ClassVar[str] = "subprocess"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "makefile"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program"})
     programs: tuple[str, ...]
     callees: tuple[str, ...] = DEFAULT_SPAWN_CALLEES
@@ -57,7 +57,8 @@ class SubprocessPattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         return (f"Running {code_list(self.programs)}: from Python through `subprocess`, "
                 "`os.system`, `os.popen` and friends (argv lists, shell command lines, "
-                "`shlex.split(...)`), in shell scripts, and in Dockerfile `RUN`/`CMD` lines.")
+                "`shlex.split(...)`), in shell scripts and Makefile recipes, and in Dockerfile "
+                "`RUN`/`CMD` lines.")
 
     def matches_program(self, program: str) -> bool:
         return program in self.programs
