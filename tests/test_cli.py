@@ -35,7 +35,7 @@ def test_json_contract(capsys) -> None:
     assert document["extensions"] == [{
         "name": "fused_bias_gelu", "path": "setup.py", "line": 29,
         "sources": ["csrc/fused_bias_gelu.cpp", "csrc/fused_bias_gelu.cu"], "findings": 6,
-        "missing": []}]
+        "missing": [], "headers": []}]
     assert document["notes"] == []
     assert document["schema_version"] == 1 and document["portscan_version"] == __version__
     assert document["root"] == str(FIXTURE)

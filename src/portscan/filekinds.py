@@ -15,7 +15,7 @@ from pathlib import PurePath
 
 from portscan.match import Match
 from portscan.match.containers import match_dockerfile
-from portscan.match.kernels import match_cuda
+from portscan.match.kernels import match_cpp, match_cuda
 from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
 from portscan.match.shell import match_shell
 from portscan.match.yamlfiles import match_compose
@@ -58,6 +58,10 @@ def _python(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Mat
 
 def _cuda(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
     return match_cuda(text, rules, context.hipify)
+
+
+def _cpp(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
+    return match_cpp(text, rules, context.hipify)
 
 
 def _text(match: Callable[[str, Sequence[Rule]], list[Match]]) -> Matcher:
@@ -104,6 +108,9 @@ def _conda(path: PurePath) -> bool:
 FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("python", _suffix(".py"), _python, tokenized=True, fence="python", prefiltered=True),
     FileKind("cuda", _suffix(".cu", ".cuh"), _cuda, comment="//", fence="cpp"),
+    #: read only when the text holds a CUDA token (``portscan.match.kernels.mentions_cuda``)
+    FileKind("cpp", _suffix(".cpp", ".cc", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx"), _cpp,
+             comment="//", fence="cpp"),
     FileKind("shell", _suffix(".sh", ".bash"), _text(match_shell), fence="bash"),
     FileKind("requirements", _requirements, _text(match_requirements)),
     FileKind("pyproject", lambda path: path.name == "pyproject.toml", _text(match_pyproject), fence="toml"),
@@ -116,6 +123,5 @@ BY_NAME: dict[str, FileKind] = {kind.name: kind for kind in FILE_KINDS}
 
 
 def file_kind(path: PurePath) -> str | None:
-    """The name of the file kind a path has, or None if portscan does not read it.
-    C++ files become ``cuda`` sources when a CUDA extension builds them (see ``scan``)."""
+    """The name of the file kind a path has, or None if portscan does not read it."""
     return next((kind.name for kind in FILE_KINDS if kind.claims(path)), None)

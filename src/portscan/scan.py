@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from portscan.config import Config, ignored_codes
 from portscan.filekinds import BY_NAME, MatchContext, file_kind
+from portscan.headers import included_headers
 from portscan.discover import (
     Excludes,
     Discovery,
@@ -371,10 +372,10 @@ class _Run:
             return self.results[key]
         raw = self.raw.pop(key, None)
         if raw is None:
-            first_party = self.first_party(source)
+            first_party = self.first_party(source) if source.kind == "python" else frozenset()
             cache_key, scanned = self._lookup(source, text, first_party)
             if scanned is None:
-                hipify = self.hipify() if source.kind == "cuda" else None
+                hipify = self.hipify() if source.kind in ("cuda", "cpp") else None
                 scanned = file_scan(source, text, self.rules, first_party, hipify, self.target)
                 self._store(cache_key, scanned)
             if declares_extensions(source.kind, text):
@@ -422,6 +423,28 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
             store.close()
 
 
+def _extension(run: _Run, declaring: SourcePath, name: str, line: int, files: list[Path],
+               missing: list[str]) -> Extension:
+    """An extension's summary: its sources and the project headers they include, each
+    scanned as its own file kind (so a source reads the same whether the walk or the
+    extension reaches it first), with the findings of both counted."""
+    dirs = list(dict.fromkeys([*(f.parent for f in files), declaring.path.parent]))
+    headers = included_headers(files, dirs, lambda path: _text_or_none(run, path))
+    sources = [run.source(f, file_kind(f) or "cuda") for f in files]
+    included = [run.source(h, file_kind(h) or "cpp") for h in headers]
+    results = [run.scan(s) for s in [*sources, *included]]
+    return Extension(name=name, path=declaring.rel, line=line, sources=tuple(s.rel for s in sources),
+                     findings=sum(len(r.findings) for r in results), missing=tuple(missing),
+                     headers=tuple(h.rel for h in included))
+
+
+def _text_or_none(run: _Run, path: Path) -> str | None:
+    try:
+        return run.text(run.source(path, file_kind(path) or "cpp"))
+    except SourceError:
+        return None
+
+
 def _drain(run: _Run, discovery: Discovery, progress: Callable[[int, int], None] | None) -> ScanResult:
     queue = list(discovery.files)
     extensions: list[Extension] = []
@@ -447,11 +470,7 @@ def _drain(run: _Run, discovery: Discovery, progress: Callable[[int, int], None]
             run.forget(source)
             for name, line, globs in declared:
                 files, missing = _resolve_sources(source.path.parent, globs)
-                results = [run.scan(run.source(f, "cuda")) for f in files]
-                extensions.append(Extension(
-                    name=name, path=source.rel, line=line,
-                    sources=tuple(run.source(f, "cuda").rel for f in files),
-                    findings=sum(len(r.findings) for r in results), missing=tuple(missing)))
+                extensions.append(_extension(run, source, name, line, files, missing))
     findings = [f for result in run.results.values() for f in result.findings]
     errors = list(discovery.errors) + [r.error for r in run.results.values() if r.error]
     return ScanResult(

@@ -23,7 +23,7 @@ class CudaApiPattern:
     to HIP (the shipped copy of that table, ``portscan.match.hipify``)."""
 
     kind: ClassVar[str] = "cuda-api"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda", "cpp"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched"})
     identifiers: Regex = Regex(CUDA_API_IDENTIFIERS)
 
