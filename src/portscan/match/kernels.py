@@ -107,7 +107,10 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) 
 
 
 def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
-    """Every kind on this surface is a :class:`KernelKind` (a test checks); each finds its own."""
+    """Every kind on this surface is a :class:`KernelKind` (a test checks); each finds its own.
+    A rule that ``supersedes`` another replaces it where both match at the same offset."""
     source = KernelSource(code, hipify)
-    return [Match(rule, start, end) for rule in rules
-            for start, end in cast(KernelKind, rule.pattern).match_kernel(source)]
+    matches = [Match(rule, start, end) for rule in rules
+               for start, end in cast(KernelKind, rule.pattern).match_kernel(source)]
+    superseded = {(code, m.start) for m in matches for code in m.rule.supersedes}
+    return [m for m in matches if (m.rule.code, m.start) not in superseded] if superseded else matches
