@@ -878,7 +878,7 @@ class _Resolver:
         over them evaluated to path text (``bound``: the loop variables of the enclosing
         comprehensions), and the directory of ``__file__`` read as the declaring file's
         own (``""``). Unknown parts and calls give nothing, not a wrong path."""
-        if depth > 6:
+        if depth > 12:
             return []
         text = string_text(expr)
         if text is not None:
@@ -918,7 +918,9 @@ class _Resolver:
         parts = [self._source_paths(a, scope, depth + 1, bound) for a in args]
         if names & _PATH_JOINS:
             return _joined(parts)
-        if names & _PATH_PASSTHROUGH:
+        builtin = call.func.value if isinstance(call.func, cst.Name) and scope.lookup(call.func.value) is None \
+            else None
+        if names & _PATH_PASSTHROUGH or builtin in _PATH_PASSTHROUGH:
             return parts[0] if parts else []
         func = call.func
         if isinstance(func, cst.Attribute) and func.attr.value in ("glob", "rglob") and args:
