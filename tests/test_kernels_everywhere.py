@@ -149,6 +149,13 @@ def test_strip_code_keeps_lines_and_include_paths() -> None:
     assert '#include "warp.h"' in code and "//" not in code and "two" not in code and "z" in code
 
 
+def test_raw_strings_are_blanked() -> None:
+    """Jiterator/NVRTC kernels kept as ``R"(...)"`` text are data, not this file's code."""
+    text = 'auto src = R"ESC(\n  __shfl_down_sync(mask, v, 1);\n)ESC";\nint R2 = 1;\n'
+    code = strip_code(text)
+    assert "__shfl" not in code and "int R2 = 1;" in code and code.count("\n") == 3
+
+
 def test_needles_are_what_every_match_contains() -> None:
     assert set(needles(r"\bcg::reduce\(|cooperative_groups/reduce\.h")) == {
         ("cg::reduce(", False), ("cooperative_groups/reduce.h", False)}

@@ -22,8 +22,10 @@ _DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|e
 _VENDOR_MACRO = re.compile(r"(?i)rocm|hip|amdgcn|__gfx\w*__")
 
 
-#: a comment or a string/char literal (unterminated ones end at the line's end)
-_LEXEME = re.compile(r"""//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*(?:"|$)|'(?:\\.|[^'\\\n])*(?:'|$)""",
+#: a comment, a raw string (``R"(...)"``: jiterator and NVRTC sources kept as text) or a
+#: string/char literal (unterminated ones end at the line's end)
+_LEXEME = re.compile(r"""//[^\n]*|/\*.*?(?:\*/|\Z)|\b(?:u8|u|U|L)?R"([^()\\\s"]{0,16})\(.*?\)\1"|"""
+                     r""""(?:\\.|[^"\\\n])*(?:"|$)|'(?:\\.|[^'\\\n])*(?:'|$)""",
                      re.DOTALL | re.MULTILINE)
 _NOT_NEWLINE = re.compile(r"[^\n]")
 
@@ -41,7 +43,7 @@ def strip_code(text: str) -> str:
     def blank(match: re.Match[str]) -> str:
         lexeme = match.group(0)
         quote = lexeme[0]
-        if quote not in "\"'":
+        if quote not in "\"'" or match.group(1) is not None:
             return _spaces(lexeme)
         if quote == '"':
             line_start = text.rfind("\n", 0, match.start()) + 1
