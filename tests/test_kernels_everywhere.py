@@ -185,3 +185,15 @@ def test_supersedes_only_at_the_same_place() -> None:
     text = "#ifdef __CUDA_ARCH__\nint a;\n#endif\n#if __CUDA_ARCH__ >= 800\nint b;\n#else\nint c;\n#endif\n"
     found = [(f.rule, f.span.line) for f in scan_source(text, "k.cu", rules)]
     assert found == [("PS920", 1), ("PS930", 4)]
+
+
+def test_unmapped_cublaslt_calls_in_a_cpp_file_but_not_header_paths(rules) -> None:
+    text = ("#include <cublasLt.h>\n"
+            "void tune(cublasLtHandle_t h, cublasLtMatmulAlgo_t* algo) {\n"
+            "  cublasLtMatmulAlgoInit(h, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F,\n"
+            "                         CUDA_R_16F, CUDA_R_16F, 0, algo);\n"
+            "}\n")
+    from portscan.match.hipify import load_hipify_names
+    found = [(f.rule, f.span.line, f.span.column)
+             for f in scan_source(text, "csrc/gemm.cpp", rules, hipify=load_hipify_names()) if f.rule == "PS924"]
+    assert found == [("PS924", 3, 3)]
