@@ -429,7 +429,8 @@ def _extension(run: _Run, declaring: SourcePath, name: str, line: int, files: li
     scanned as its own file kind (so a source reads the same whether the walk or the
     extension reaches it first), with the findings of both counted."""
     dirs = list(dict.fromkeys([*(f.parent for f in files), declaring.path.parent]))
-    headers = included_headers(files, dirs, lambda path: _text_or_none(run, path))
+    headers = [h for h in included_headers(files, dirs, lambda path: _text_or_none(run, path))
+               if h.resolve().is_relative_to(run.root.resolve())]  # a scan reports inside its root
     sources = [run.source(f, file_kind(f) or "cuda") for f in files]
     included = [run.source(h, file_kind(h) or "cpp") for h in headers]
     results = [run.scan(s) for s in [*sources, *included]]
