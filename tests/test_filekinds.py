@@ -13,7 +13,7 @@ from portscan.suppress import comments
 
 CLAIMS = {
     "train.py": "python", "pkg/Mod.PY": "python", "requirements.py": "python",
-    "kernel.cu": "cuda", "inc/kernel.CUH": "cuda", "a.cpp": None,
+    "kernel.cu": "cuda", "inc/kernel.CUH": "cuda", "a.cpp": "cpp", "inc/warp.hpp": "cpp", "ops.h": "cpp", "a.c": None,
     "run.sh": "shell", "x.bash": "shell", "Dockerfile.sh": "shell",
     "requirements.txt": "requirements", "dev-requirements.txt": "requirements",
     "constraints-cpu.txt": "requirements", "requirements/base.txt": "requirements", "notes.txt": None,

@@ -364,9 +364,9 @@ def test_cuda_api_check_uses_the_shipped_table_without_torch(tmp_path: Path, mon
 
 def test_extensions_link_their_sources(tmp_path: Path) -> None:
     (tmp_path / "csrc").mkdir()
-    (tmp_path / "csrc" / "ops.cpp").write_text('void f() { asm("nop"); }\n')
+    (tmp_path / "csrc" / "ops.cpp").write_text('void f() { cudaDeviceSynchronize(); asm("nop"); }\n')
     (tmp_path / "csrc" / "ops_kernel.cu").write_text('__device__ void g() { asm("nop"); }\n')
-    (tmp_path / "other.cpp").write_text('void h() { asm("nop"); }\n')  # not built: not read
+    (tmp_path / "other.cpp").write_text('void h() { asm("nop"); }\n')  # no CUDA token: not read
     (tmp_path / "setup.py").write_text(textwrap.dedent("""\
         import glob
         from torch.utils.cpp_extension import CUDAExtension

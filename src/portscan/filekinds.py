@@ -19,7 +19,7 @@ from portscan.match.ci import match_ci, match_jenkinsfile
 from portscan.match.cmake import match_cmake
 from portscan.match.containers import match_dockerfile
 from portscan.match.gitmodules import match_gitmodules
-from portscan.match.kernels import match_cuda
+from portscan.match.kernels import match_cpp, match_cuda
 from portscan.match.makefiles import match_makefile
 from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
 from portscan.match.shell import match_shell
@@ -63,6 +63,10 @@ def _python(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Mat
 
 def _cuda(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
     return match_cuda(text, rules, context.hipify)
+
+
+def _cpp(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
+    return match_cpp(text, rules, context.hipify)
 
 
 def _text(match: Callable[[str, Sequence[Rule]], list[Match]]) -> Matcher:
@@ -148,6 +152,9 @@ def _makefile(path: PurePath) -> bool:
 FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("python", _suffix(".py"), _python, tokenized=True, fence="python", prefiltered=True),
     FileKind("cuda", _suffix(".cu", ".cuh"), _cuda, comment="//", fence="cpp"),
+    #: read only when the text holds a CUDA token (``portscan.match.kernels.mentions_cuda``)
+    FileKind("cpp", _suffix(".cpp", ".cc", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx"), _cpp,
+             comment="//", fence="cpp"),
     FileKind("shell", _suffix(".sh", ".bash"), _text(match_shell), fence="bash"),
     FileKind("cmake", _cmake, _text(match_cmake), fence="cmake"),
     FileKind("makefile", _makefile, _text(match_makefile), fence="makefile"),
@@ -165,6 +172,5 @@ BY_NAME: dict[str, FileKind] = {kind.name: kind for kind in FILE_KINDS}
 
 
 def file_kind(path: PurePath) -> str | None:
-    """The name of the file kind a path has, or None if portscan does not read it.
-    C++ files become ``cuda`` sources when a CUDA extension builds them (see ``scan``)."""
+    """The name of the file kind a path has, or None if portscan does not read it."""
     return next((kind.name for kind in FILE_KINDS if kind.claims(path)), None)

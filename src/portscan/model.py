@@ -110,8 +110,9 @@ class Extension:
     path: str  #: the declaring file (``setup.py``), relative to the scan root
     line: int
     sources: tuple[str, ...]  #: resolved source files, relative to the scan root
-    findings: int  #: findings in those sources
+    findings: int  #: findings in those sources and in the headers they include
     missing: tuple[str, ...] = ()  #: sources named but not found
+    headers: tuple[str, ...] = ()  #: project headers the sources include (``#include "..."``)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 
 from portscan.config import Config, ignored_codes
 from portscan.filekinds import BY_NAME, MatchContext, file_kind
+from portscan.headers import included_headers
 from portscan.discover import (
     Excludes,
     Discovery,
@@ -263,11 +264,16 @@ class _Inputs:
         ignore = ignored_codes(self.config, source.path) if self.config else ()
         return FileSettings(target=self.target, ignore=ignore, report_unused=self.report_unused)
 
+    def own_modules(self, source: SourcePath) -> frozenset[str]:
+        """The project's own top-level modules as a Python file sees them (other kinds
+        do not use them: no directory listing for them)."""
+        return self.first_party(source.path.parent) if source.kind == "python" else frozenset()
+
     def lookup(self, source: SourcePath, text: str) -> tuple[str | None, FileScan | None]:
         """(cache key, the cached result or None); (None, None) without a cache."""
         if self.cache is None:
             return None, None
-        key = self.cache.key(source.kind, source.rel, self.first_party(source.path.parent), text)
+        key = self.cache.key(source.kind, source.rel, self.own_modules(source), text)
         return key, self.cache.get(key)
 
     def store(self, key: str | None, scanned: FileScan) -> None:
@@ -284,8 +290,8 @@ class _Inputs:
         key, cached = self.lookup(source, text)
         if cached is not None:
             return cached
-        hipify = self.hipify() if source.kind == "cuda" else None
-        scanned = file_scan(source, text, self.rules, self.first_party(source.path.parent), hipify, self.target)
+        hipify = self.hipify() if source.kind in ("cuda", "cpp") else None
+        scanned = file_scan(source, text, self.rules, self.own_modules(source), hipify, self.target)
         self.store(key, scanned)
         return scanned
 
@@ -408,6 +414,29 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
             store.close()
 
 
+def _extension(inputs: _Inputs, scan: Callable[[SourcePath], _Outcome], declaring: SourcePath, name: str,
+               line: int, files: list[Path], missing: list[str]) -> Extension:
+    """An extension's summary: its sources and the project headers they include, each
+    scanned as its own file kind (so a source reads the same whether the walk or the
+    extension reaches it first), with the findings of both counted."""
+    dirs = list(dict.fromkeys([*(f.parent for f in files), declaring.path.parent]))
+    headers = [h for h in included_headers(files, dirs, lambda path: _text_or_none(inputs, path))
+               if h.resolve().is_relative_to(inputs.root.resolve())]  # a scan reports inside its root
+    sources = [inputs.source(f, file_kind(f) or "cuda") for f in files]
+    included = [inputs.source(h, file_kind(h) or "cpp") for h in headers]
+    results = [scan(s).result for s in [*sources, *included]]
+    return Extension(name=name, path=declaring.rel, line=line, sources=tuple(s.rel for s in sources),
+                     findings=sum(len(r.findings) for r in results), missing=tuple(missing),
+                     headers=tuple(h.rel for h in included))
+
+
+def _text_or_none(inputs: _Inputs, path: Path) -> str | None:
+    try:
+        return inputs.text(inputs.source(path, file_kind(path) or "cpp"))
+    except SourceError:
+        return None
+
+
 def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
           progress: Callable[[int, int], None] | None) -> ScanResult:
     """Every discovered file in turn, then the files they bring in: requirement
@@ -432,10 +461,7 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
         queue += [inputs.source(p, "requirements") for p in outcome.includes if p.absolute() not in outcomes]
         for name, line, globs in outcome.declared:
             files, missing = _resolve_sources(source.path.parent, globs)
-            results = [scan(inputs.source(f, "cuda")).result for f in files]
-            extensions.append(Extension(
-                name=name, path=source.rel, line=line, sources=tuple(inputs.source(f, "cuda").rel for f in files),
-                findings=sum(len(r.findings) for r in results), missing=tuple(missing)))
+            extensions.append(_extension(inputs, scan, source, name, line, files, missing))
     results = [o.result for o in outcomes.values()]
     errors = list(discovery.errors) + [r.error for r in results if r.error]
     return ScanResult(

@@ -25,6 +25,7 @@ from portscan.kinds.image import ImagePattern
 from portscan.kinds.imports import ImportPattern
 from portscan.kinds.index import IndexPattern
 from portscan.kinds.kernel import KernelPattern
+from portscan.kinds.keyword import KeywordPattern
 from portscan.kinds.names import NamePattern
 from portscan.kinds.requirement import RequirementPattern
 from portscan.kinds.spawn import SubprocessPattern
@@ -54,6 +55,7 @@ Pattern = (
     | ActionPattern
     | SubmodulePattern
     | CMakePattern
+    | KeywordPattern
 )
 
 #: kind name (``[match] kind``) -> its class, from :data:`Pattern`

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
@@ -10,6 +12,8 @@ from portscan.bounded import Regex
 from portscan.kinds.sites import KernelSource, Span
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
+
+_INCLUDE_LINE = re.compile(r"^[ \t]*#[ \t]*include\b[^\n]*", re.MULTILINE)
 
 #: CUDA runtime, driver and library API identifiers (not macros) in kernel sources.
 CUDA_API_IDENTIFIERS = (r"\b(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cublas(?:Lt)?[A-Z]\w*|curand[A-Z]\w*"
@@ -23,7 +27,7 @@ class CudaApiPattern:
     to HIP (the shipped copy of that table, ``portscan.match.hipify``)."""
 
     kind: ClassVar[str] = "cuda-api"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda", "cpp"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched"})
     identifiers: Regex = Regex(CUDA_API_IDENTIFIERS)
 
@@ -44,9 +48,12 @@ class CudaApiPattern:
         if source.hipify is None:
             return
         defined = source.defined_macros()
+        includes = [m.span() for m in _INCLUDE_LINE.finditer(source.code)]  # header paths, not API
         seen: set[str] = set()
         for match in self.identifiers.finditer(source.code):
             name = match.group(0)
+            if any(a <= match.start() < b for a, b in includes):
+                continue
             if name not in source.hipify and name not in defined and name not in seen:
                 seen.add(name)
                 yield match.start(), match.end()

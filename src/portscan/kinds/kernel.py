@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from portscan.bounded import Regex
+from portscan.kinds.needles import Needle, needles, present
 from portscan.kinds.sites import KernelSource, Span
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import PatternError, TableReader
@@ -18,16 +19,18 @@ class KernelPattern:
     files an extension builds), with comments and string literals blanked out first."""
 
     kind: ClassVar[str] = "kernel"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"cuda", "cpp"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched"})
     regex: Regex
+    #: literal text one piece of which every match contains: a file without any is skipped
+    needles: tuple[Needle, ...] = field(default=(), compare=False)
 
     @classmethod
     def read(cls, r: TableReader) -> KernelPattern:
         regex = r.regex("regex")
         if regex is None:
             raise PatternError(r.key("regex"), "missing required key")
-        return cls(regex=regex)
+        return cls(regex=regex, needles=needles(regex.pattern, regex.flags))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()
@@ -38,5 +41,7 @@ class KernelPattern:
                 "the C++ sources CUDA extensions build, with comments and strings ignored.")
 
     def match_kernel(self, source: KernelSource) -> Iterator[Span]:
+        if not present(self.needles, source.code, source.lowered):
+            return
         for match in self.regex.finditer(source.code):
             yield match.start(), match.end()

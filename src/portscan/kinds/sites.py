@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
@@ -23,6 +23,10 @@ class KernelSource:
 
     code: str  #: the text with comments and string literals blanked out, offsets kept
     hipify: frozenset[str] | None = None  #: CUDA names hipify maps; None: no table
+    lowered: str = field(init=False, repr=False, compare=False)  #: ``code`` lowercased, once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "lowered", self.code.lower())
 
     def defined_macros(self) -> set[str]:
         """Names the file ``#define``s itself (not CUDA API even when they look it)."""

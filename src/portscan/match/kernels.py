@@ -22,41 +22,37 @@ _DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|e
 _VENDOR_MACRO = re.compile(r"(?i)rocm|hip|amdgcn|__gfx\w*__")
 
 
+#: a comment, a raw string (``R"(...)"``: jiterator and NVRTC sources kept as text) or a
+#: string/char literal (unterminated ones end at the line's end)
+_LEXEME = re.compile(r"""//[^\n]*|/\*.*?(?:\*/|\Z)|\b(?:u8|u|U|L)?R"([^()\\\s"]{0,16})\(.*?\)\1"|"""
+                     r""""(?:\\.|[^"\\\n])*(?:"|$)|'(?:\\.|[^'\\\n])*(?:'|$)""",
+                     re.DOTALL | re.MULTILINE)
+_NOT_NEWLINE = re.compile(r"[^\n]")
+
+
+def _spaces(text: str) -> str:
+    return _NOT_NEWLINE.sub(" ", text) if "\n" in text else " " * len(text)
+
+
 def strip_code(text: str) -> str:
     """Comments and string/char literals replaced by spaces (newlines kept), so offsets
-    and lines stay valid; ``#include "..."`` paths are kept because rules look at them."""
-    out = list(text)
-    i, n = 0, len(text)
-    line_start = 0
-    while i < n:
-        char = text[i]
-        if char == "\n":
-            line_start = i + 1
-            i += 1
-        elif text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            out[i:end] = " " * (end - i)
-            i = end
-        elif text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            out[i:end] = ["\n" if c == "\n" else " " for c in text[i:end]]
-            i = end
-        elif char in "\"'":
-            if char == '"' and text[line_start:i].lstrip().startswith("#include"):
-                end = text.find('"', i + 1)
-                i = n if end < 0 else end + 1
-                continue
-            j = i + 1
-            while j < n and text[j] != char and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            end = min(j + 1, n)
-            out[i + 1:end - 1] = " " * max(0, end - i - 2)
-            i = end
-        else:
-            i += 1
-    return "".join(out)
+    and lines stay valid; ``#include "..."`` paths are kept because rules look at them.
+    One regular expression does the lexing: the kernel surface now reads every C++
+    header with a CUDA token, so this must not be a character loop."""
+
+    def blank(match: re.Match[str]) -> str:
+        lexeme = match.group(0)
+        quote = lexeme[0]
+        if quote not in "\"'" or match.group(1) is not None:
+            return _spaces(lexeme)
+        if quote == '"':
+            line_start = text.rfind("\n", 0, match.start()) + 1
+            if text[line_start:match.start()].lstrip().startswith("#include"):
+                return lexeme
+        closed = len(lexeme) > 1 and lexeme[-1] == quote
+        return quote + _spaces(lexeme[1:-1] if closed else lexeme[1:]) + (quote if closed else "")
+
+    return _LEXEME.sub(blank, text)
 
 
 def vendor_regions(code: str) -> list[tuple[int, int]]:
@@ -79,6 +75,30 @@ def vendor_regions(code: str) -> list[tuple[int, int]]:
     return regions
 
 
+#: Literal tokens one of which a C++ file (``.cpp``, ``.h``, ...) must contain to be read as a
+#: kernel source: device code, warp intrinsics, CUDA headers, CUDA version macros. Plain
+#: substring tests, because the torch tree alone has 9,000 headers (see ``mentions_cuda``).
+CUDA_TOKENS = ("__global__", "__device__", "__shared__", "__shfl", "__ballot", "__activemask",
+               "__syncwarp", "threadIdx", "blockDim", "warpSize", "nvcuda", "cooperative_groups",
+               "cudaDevAttr", "cudaFuncAttr", "cublasLt", "CUDA_VERSION", "CUDART_VERSION",
+               "__CUDA_ARCH", "__CUDACC", "include <cu", 'include "cu', "include <mma.h")
+#: a CUDA runtime API call (``cudaFuncSetAttribute(``); driver API users include ``<cuda.h>``
+_CUDA_CALL = re.compile(r"\bcuda[A-Z]\w*[ \t]*\(")
+
+
+def mentions_cuda(text: str) -> bool:
+    """Does a C++ file hold a CUDA token? The prefilter of the ``cpp`` file kind: a
+    header without one is never lexed (substring tests, then one regex only where the
+    text says ``cuda`` at all)."""
+    return any(token in text for token in CUDA_TOKENS) or (
+        "cuda" in text and _CUDA_CALL.search(text) is not None)
+
+
+def match_cpp(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
+    """A C++ source or header: read like a ``.cu`` file when it holds a CUDA token."""
+    return match_cuda(text, rules, hipify) if mentions_cuda(text) else []
+
+
 def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
     code = strip_code(text)
     matches = _kernel_matches(code, rules, hipify)
@@ -89,7 +109,10 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) 
 
 
 def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
-    """Every kind on this surface is a :class:`KernelKind` (a test checks); each finds its own."""
+    """Every kind on this surface is a :class:`KernelKind` (a test checks); each finds its own.
+    A rule that ``supersedes`` another replaces it where both match at the same offset."""
     source = KernelSource(code, hipify)
-    return [Match(rule, start, end) for rule in rules
-            for start, end in cast(KernelKind, rule.pattern).match_kernel(source)]
+    matches = [Match(rule, start, end) for rule in rules
+               for start, end in cast(KernelKind, rule.pattern).match_kernel(source)]
+    superseded = {(code, m.start) for m in matches for code in m.rule.supersedes}
+    return [m for m in matches if (m.rule.code, m.start) not in superseded] if superseded else matches

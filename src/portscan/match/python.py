@@ -20,7 +20,7 @@ resolve to third-party names, star imports are not resolved.
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import dataclasses
 import functools
 from dataclasses import dataclass
@@ -61,6 +61,7 @@ from portscan.kinds.common import name_matches
 from portscan.kinds.compare import ComparePattern
 from portscan.kinds.env import EnvPattern
 from portscan.kinds.imports import ImportPattern
+from portscan.kinds.keyword import KeywordPattern
 from portscan.kinds.names import NamePattern
 from portscan.kinds.requirement import SETUP_REQUIREMENT_SECTIONS, RequirementPattern
 from portscan.kinds.spawn import SubprocessPattern
@@ -92,7 +93,8 @@ class Scope:
     """Names bound in one scope. A binding is the imported qualified name, or None
     for anything else (parameter, assignment, def, class, relative import)."""
 
-    __slots__ = ("parent", "is_class", "bindings", "values", "global_names", "first_party", "imports")
+    __slots__ = ("parent", "is_class", "bindings", "values", "loop_items", "global_names", "first_party",
+                 "imports")
 
     def __init__(self, parent: Scope | None, is_class: bool = False) -> None:
         self.parent = parent
@@ -100,6 +102,8 @@ class Scope:
         self.bindings: dict[str, list[str | None]] = {}
         #: name -> (assigned expression, tuple-unpack index or None); for light dataflow
         self.values: dict[str, list[tuple[cst.BaseExpression, int | None]]] = {}
+        #: name -> list/tuple/set literals a ``for`` loop or comprehension takes it from
+        self.loop_items: dict[str, list[cst.BaseExpression]] = {}
         self.global_names: set[str] = set()
         #: name -> what first-party imports of it bind when the project's own modules are
         #: not told apart (extension declarations resolve ``torch`` in torch's own tree)
@@ -159,12 +163,13 @@ class _Index:
         self.spawns: dict[str, list[tuple[Rule, SubprocessPattern]]] = {}
         self.requirements: list[Rule] = []
         self.build_args: list[tuple[Rule, BuildArgPattern]] = []
+        self.keywords: list[tuple[Rule, KeywordPattern]] = []
         for rule in rules:
             add = _INDEXERS.get(type(rule.pattern))
             if add is not None:  # a kind the Python walk has no sites for
                 add(self, rule, rule.pattern)
         self.wants_calls = bool(self.calls or self.spawns or self.compares or self.envs
-                                or self.requirements or self.build_args)
+                                or self.requirements or self.build_args or self.keywords)
 
     def _add_import(self, rule: Rule, p: ImportPattern) -> None:
         self.imports.append((rule, p))
@@ -200,6 +205,9 @@ class _Index:
         for callee in p.callees:
             self.spawns.setdefault(callee, []).append((rule, p))
 
+    def _add_keyword(self, rule: Rule, p: KeywordPattern) -> None:
+        self.keywords.append((rule, p))
+
     def _add_requirement(self, rule: Rule, p: RequirementPattern) -> None:
         self.requirements.append(rule)
 
@@ -225,6 +233,7 @@ _INDEXERS: dict[type, Callable[[_Index, Rule, Any], None]] = {
     SubprocessPattern: _Index._add_spawn,
     RequirementPattern: _Index._add_requirement,
     BuildArgPattern: _Index._add_build_arg,
+    KeywordPattern: _Index._add_keyword,
 }
 
 
@@ -381,6 +390,11 @@ class _Collector(Walker):
         else:
             self._visit(target)
 
+    def _loop_items(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        """``for w in [4, 8, 32]``: the literal the loop variable takes its values from."""
+        if isinstance(target, cst.Name) and isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
+            self.scope.loop_items.setdefault(target.value, []).append(iterable)
+
     def _bind_params(self, params: cst.Parameters) -> None:
         for param in (*params.posonly_params, *params.params, *params.kwonly_params):
             self.scope.bind(param.name.value)
@@ -461,6 +475,7 @@ class _Collector(Walker):
         comp: cst.CompFor | None = for_in
         while comp is not None:
             self._bind_target(comp.target, None)
+            self._loop_items(comp.target, comp.iter)
             self._visit(comp.iter)
             for condition in comp.ifs:
                 self._mark_test(condition.test)
@@ -550,6 +565,7 @@ class _Collector(Walker):
         self._mark_operand(node.iter)
         self._visit(node.iter)
         self._bind_target(node.target, None)
+        self._loop_items(node.target, node.iter)
         self._visit(node.body)
         self._visit(node.orelse)
         return False
@@ -817,6 +833,7 @@ class _Resolver:
         self._strings()
         self._setup_requirements()
         self._build_args()
+        self._keywords()
 
     def _hit(self, rule: Rule, site: object, node: cst.BaseExpression, **variables: str) -> None:
         self.hits.append((rule, site, node, variables))
@@ -859,11 +876,70 @@ class _Resolver:
             name_arg = _argument(call, 0, "name")
             name = string_text(name_arg) if name_arg is not None else None
             sources_arg = _argument(call, 1, "sources")
-            sources = tuple(string_text(node) or "" for node in
-                            (self._string_items(sources_arg, scope, every_import=True)
-                             if sources_arg is not None else ()))
-            found.append((call, name or "<unnamed>", tuple(s for s in sources if s)))
+            sources = self._source_paths(sources_arg, scope) if sources_arg is not None else []
+            found.append((call, name or "<unnamed>", tuple(dict.fromkeys(s for s in sources if s))))
         return found
+
+    def _source_paths(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
+                      bound: Mapping[str, list[str]] | None = None) -> list[str]:
+        """The paths a ``sources=`` expression names, relative to the declaring file:
+        string items as ``_string_items`` reads them, with ``os.path.join(...)``,
+        ``Path(a) / b``, ``glob.glob(...)``, ``Path(d).glob(p)`` and list comprehensions
+        over them evaluated to path text (``bound``: the loop variables of the enclosing
+        comprehensions), and the directory of ``__file__`` read as the declaring file's
+        own (``""``). Unknown parts and calls give nothing, not a wrong path."""
+        if depth > 12:
+            return []
+        text = string_text(expr)
+        if text is not None:
+            return [text]
+        if _mentions_file(expr):
+            return [""]
+        if isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            return [p for e in expr.elements for p in self._source_paths(e.value, scope, depth + 1, bound)]
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            return [*self._source_paths(expr.left, scope, depth + 1, bound),
+                    *self._source_paths(expr.right, scope, depth + 1, bound)]
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Divide):
+            return _joined([self._source_paths(expr.left, scope, depth + 1, bound),
+                            self._source_paths(expr.right, scope, depth + 1, bound)])
+        if isinstance(expr, cst.IfExp):
+            return [*self._source_paths(expr.body, scope, depth + 1, bound),
+                    *self._source_paths(expr.orelse, scope, depth + 1, bound)]
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+            items = self._source_paths(expr.for_in.iter, scope, depth + 1, bound)  # filters keep a subset
+            target = expr.for_in.target
+            if expr.for_in.inner_for_in is not None or not isinstance(target, cst.Name):
+                return items
+            return self._source_paths(expr.elt, scope, depth + 1, {**(bound or {}), target.value: items})
+        if isinstance(expr, cst.Name) and bound and expr.value in bound:
+            return bound[expr.value]
+        if isinstance(expr, cst.Name):
+            return [p for (value, unpack), owner in _values(scope, expr.value, every_import=True)
+                    if unpack is None for p in self._source_paths(value, owner, depth + 1, bound)]
+        if isinstance(expr, cst.Call):
+            return self._call_paths(expr, scope, depth, bound)
+        return []
+
+    def _call_paths(self, call: cst.Call, scope: Scope, depth: int,
+                    bound: Mapping[str, list[str]] | None) -> list[str]:
+        names = set(self._callee_names(call, scope, every_import=True))
+        args = [a.value for a in call.args if a.keyword is None and not a.star]
+        parts = [self._source_paths(a, scope, depth + 1, bound) for a in args]
+        if names & _PATH_JOINS:
+            return _joined(parts)
+        builtin = call.func.value if isinstance(call.func, cst.Name) and scope.lookup(call.func.value) is None \
+            else None
+        if names & _PATH_PASSTHROUGH or builtin in _PATH_PASSTHROUGH:
+            return parts[0] if parts else []
+        func = call.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("glob", "rglob") and args:
+            base = self._source_paths(func.value, scope, depth + 1, bound)
+            patterns = parts[0] if func.attr.value == "glob" else [f"**/{p}" for p in parts[0]]
+            return _joined([base, patterns])
+        if isinstance(func, cst.Attribute) and func.attr.value in _PATH_METHODS:
+            return self._source_paths(func.value, scope, depth + 1, bound)
+        return []
 
     def _calls(self) -> None:
         index = self.c.index
@@ -1104,6 +1180,24 @@ class _Resolver:
                         if p.accepts(argument, value):
                             self._hit(rule, id(node), node, value=value, argument=argument)
 
+    def _keywords(self) -> None:
+        """``kernel[grid](..., num_warps=32)``, ``triton.Config({...}, num_warps=w)`` with
+        ``w`` from ``for w in [4, 8, 32]`` or ``w = 32``: each number above the limit."""
+        rules = self.c.index.keywords
+        if not rules:
+            return
+        for call, scope in self.c.calls:
+            for arg in call.args:
+                if arg.keyword is None:
+                    continue
+                for rule, p in rules:
+                    if arg.keyword.value not in p.keywords:
+                        continue
+                    for node in _numbers(arg.value, scope):
+                        if p.accepts(literal(node)):
+                            self._hit(rule, id(node), node, keyword=arg.keyword.value,
+                                      value=source_snippet(self.module, node))
+
     def _build_values(self, call: cst.Call, argument: str, scope: Scope
                       ) -> Iterator[cst.BaseExpression]:
         keywords = {"nvcc": ("extra_cuda_cflags",), "cxx": ("extra_cflags",),
@@ -1135,6 +1229,68 @@ class _Resolver:
             return [value for (value, unpack), _ in _values(scope, expr.value)
                     if unpack is None and isinstance(value, cst.Dict)]
         return []
+
+
+#: calls that join path parts (``os.path.join("csrc", "*.cu")``, ``Path("csrc", "ops.cu")``)
+_PATH_JOINS = frozenset({"os.path.join", "posixpath.join", "ntpath.join", "pathlib.Path", "pathlib.PurePath",
+                         "pathlib.PosixPath", "pathlib.PurePosixPath"})
+#: calls whose value names the same files as their first argument
+_PATH_PASSTHROUGH = frozenset({"glob.glob", "glob.iglob", "sorted", "list", "str", "os.path.abspath",
+                               "os.path.realpath", "os.path.normpath", "os.fspath"})
+#: ``Path`` methods that keep the files a path names
+_PATH_METHODS = frozenset({"resolve", "absolute", "as_posix", "expanduser"})
+
+
+def _mentions_file(expr: cst.BaseExpression) -> bool:
+    """``os.path.dirname(os.path.abspath(__file__))``, ``Path(__file__).parent``: the
+    declaring file's directory (only these shapes: ``__file__`` itself names a file)."""
+    if isinstance(expr, cst.Call):
+        names = dotted(expr.func)
+        callee = names[1] if names is not None else []
+        if callee[-1:] == ["dirname"] and expr.args:
+            return _names_file(expr.args[0].value)
+        return False
+    if isinstance(expr, cst.Attribute) and expr.attr.value == "parent":
+        return _names_file(expr.value)
+    return False
+
+
+def _names_file(expr: cst.BaseExpression) -> bool:
+    """``__file__``, ``abspath(__file__)``, ``Path(__file__)``, ``Path(__file__).resolve()``."""
+    while isinstance(expr, cst.Call):
+        if isinstance(expr.func, cst.Attribute) and expr.func.attr.value in _PATH_METHODS:
+            expr = expr.func.value
+        elif expr.args:
+            expr = expr.args[0].value
+        else:
+            return False
+    return isinstance(expr, cst.Name) and expr.value == "__file__"
+
+
+def _joined(parts: list[list[str]], limit: int = 64) -> list[str]:
+    """Every way of joining one alternative of each part with ``/`` ("" is the declaring
+    directory); nothing when a part is unknown."""
+    joined = [""]
+    for options in parts:
+        if not options:
+            return []
+        joined = [f"{a}/{b}" if a and b else a or b for a in joined for b in options][:limit]
+    return [p for p in joined if p]
+
+
+def _numbers(expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+    """The literal nodes an argument's value may come from: itself, what a local name was
+    assigned, or the items of the literal a loop variable ranges over."""
+    if isinstance(expr, cst.IfExp):
+        return [*_numbers(expr.body, scope), *_numbers(expr.orelse, scope)]
+    if not isinstance(expr, cst.Name):
+        return [expr]
+    found = [value for (value, unpack), _ in _values(scope, expr.value) if unpack is None]
+    owner = scope.lookup(expr.value)
+    for iterable in owner.loop_items.get(expr.value, ()) if owner is not None else ():
+        if isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
+            found += [element.value for element in iterable.elements if isinstance(element, cst.Element)]
+    return found
 
 
 def _values(scope: Scope, name: str, every_import: bool = False

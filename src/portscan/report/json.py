@@ -53,7 +53,7 @@ def rule_to_dict(rule: Rule) -> dict[str, object]:
 def extension_to_dict(extension: Extension) -> dict[str, object]:
     return {"name": extension.name, "path": extension.path, "line": extension.line,
             "sources": list(extension.sources), "findings": extension.findings,
-            "missing": list(extension.missing)}
+            "missing": list(extension.missing), "headers": list(extension.headers)}
 
 
 def error_to_dict(error: FileError) -> dict[str, object]:

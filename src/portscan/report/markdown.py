@@ -99,7 +99,7 @@ def render_markdown(result: ScanResult) -> str:
         out += ["## CUDA extensions", "",
                 "| extension | declared at | sources | kernel findings |", "|---|---|---|---|"]
         out += [f"| {_cell(e.name)} | `{e.path}:{e.line}` | "
-                f"{', '.join(f'`{s}`' for s in e.sources) or '-'} | {e.findings} |"
+                f"{', '.join(f'`{s}`' for s in (*e.sources, *e.headers)) or '-'} | {e.findings} |"
                 for e in result.extensions]
         out.append("")
     safe, unsafe = fix_counts(findings)

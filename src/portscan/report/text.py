@@ -123,6 +123,8 @@ def render_text(result: ScanResult, console: Console) -> None:
                         style="yellow" if extension.findings else "green")
             if extension.sources:
                 text.append(" in " + ", ".join(clean(s) for s in extension.sources))
+            if extension.headers:
+                text.append(" and included " + ", ".join(clean(h) for h in extension.headers))
             if extension.missing:
                 text.append(f"; not found: {', '.join(clean(m) for m in extension.missing)}",
                             style="dim")

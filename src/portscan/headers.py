@@ -1,0 +1,51 @@
+"""The project headers a CUDA extension's sources include, so that the extension's
+summary counts the findings in them (a ``.cu`` file's warp code often lives in a
+``.cuh``/``.h`` beside it)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+#: ``#include "name"`` (angle-bracket includes name system and toolkit headers)
+_QUOTED = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"(?P<name>[^"\n]+)"', re.MULTILINE)
+
+
+def quoted_includes(text: str) -> tuple[str, ...]:
+    """The names of a source's ``#include "..."`` directives, in order."""
+    return tuple(match["name"].strip() for match in _QUOTED.finditer(text))
+
+
+def resolve_include(name: str, including: Path, dirs: Sequence[Path]) -> Path | None:
+    """Where the compiler finds a quoted include: beside the including file first, then
+    in the search directories (the extension's source directories and the declaring
+    file's); None for a header outside the tree (a toolkit or torch header)."""
+    for directory in (including.parent, *dirs):
+        candidate = directory / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def included_headers(sources: Sequence[Path], dirs: Sequence[Path], read: Callable[[Path], str | None],
+                     limit: int = 500) -> list[Path]:
+    """Every project header the sources include, directly or through other headers,
+    once each and not one of the sources themselves; ``read`` gives a file's text
+    (None: unreadable). ``limit`` bounds the walk on huge trees."""
+    seen = {path.resolve() for path in sources}
+    found: list[Path] = []
+    queue = list(sources)
+    while queue and len(found) < limit:
+        current = queue.pop(0)
+        text = read(current)
+        if text is None:
+            continue
+        for name in quoted_includes(text):
+            header = resolve_include(name, current, dirs)
+            if header is None or header.resolve() in seen:
+                continue
+            seen.add(header.resolve())
+            found.append(header)
+            queue.append(header)
+    return found

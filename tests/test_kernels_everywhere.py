@@ -1,0 +1,199 @@
+"""C++ and CUDA sources everywhere (issue 16, part 8): headers and standalone C++ files
+are read when they hold a CUDA token, extension summaries count the headers their
+sources include, and declared sources resolve through ``os.path.join``/``glob``."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from portscan.filekinds import file_kind
+from portscan.headers import included_headers, quoted_includes
+from portscan.kinds.needles import needles, present
+from portscan.match.kernels import mentions_cuda, strip_code
+from portscan.ruleset.loader import RuleSet
+from portscan.scan import scan_paths, scan_source
+
+REPO = Path(__file__).resolve().parents[1]
+KERNEL_LIB = REPO / "fixtures" / "kernel-lib"
+
+EXPECTED_KERNELS = [
+    ("csrc/include/warp_reduce.h", 4, 1, "PS912"),    # const unsigned int WARP_REDUCE_MASK = 0xffffffff;
+    ("csrc/include/warp_reduce.h", 5, 1, "PS910"),    # const unsigned int WARP_REDUCE_SIZE = 32;
+    ("csrc/include/warp_reduce.h", 10, 12, "PS926"),  # __shfl_xor_sync(WARP_REDUCE_MASK, ...)
+    ("csrc/include/warp_reduce.h", 17, 7, "PS911"),   # lane = threadIdx.x & 0x1f
+    ("csrc/include/warp_reduce.h", 18, 13, "PS911"),  # threadIdx.x >> 5
+    ("csrc/include/warp_reduce.h", 22, 25, "PS911"),  # blockDim.x >> 5
+    ("csrc/layer_norm.cu", 6, 1, "PS912"),            # #define FULL_MASK 0xffffffff
+    ("csrc/layer_norm.cu", 14, 16, "PS926"),          # __shfl_sync(FULL_MASK, ...)
+    ("csrc/layer_norm.cu", 23, 1, "PS930"),           # #if __CUDA_ARCH__ >= 800 ... #else (info, not PS920)
+    ("csrc/reduce.cuh", 3, 1, "PS927"),               # #include <cooperative_groups/reduce.h>
+    ("csrc/reduce.cuh", 5, 1, "PS931"),               # #include <cub/warp/warp_reduce.cuh> (hipify keeps it)
+    ("csrc/reduce.cuh", 13, 19, "PS923"),             # tiled_partition<32>
+    ("csrc/reduce.cuh", 14, 10, "PS927"),             # cg::reduce(
+    ("csrc/segment.cu", 8, 7, "PS911"),               # lane = threadIdx.x % 32
+    ("tools/smem_probe.cpp", 11, 34, "PS929"),        # cudaDevAttrMaxSharedMemoryPerBlockOptin, in no extension
+    ("tools/smem_probe.cpp", 12, 3, "PS919"),         # cudaFuncSetAttribute(..., MaxDynamicSharedMemorySize, ...)
+]
+
+
+@pytest.fixture(scope="module")
+def result(rules):
+    return scan_paths([KERNEL_LIB], rules)
+
+
+def test_kernel_findings_at_exact_lines(result) -> None:
+    found = [(f.path, f.span.line, f.span.column, f.rule) for f in result.findings
+             if f.path.startswith(("csrc/", "tools/"))]
+    assert found == EXPECTED_KERNELS
+
+
+def test_version_test_is_info_and_replaces_the_generic_arch_guard(result) -> None:
+    (arch,) = [f for f in result.findings if f.path == "csrc/layer_norm.cu" and f.span.line == 23]
+    assert (arch.rule, arch.severity.value) == ("PS930", "info")
+
+
+def test_headers_without_a_cuda_token_are_not_read(result) -> None:
+    assert "csrc/include/version.h" in result.scanned  # listed as a file of the scan...
+    assert not [f for f in result.findings if f.path == "csrc/include/version.h"]  # ...never lexed
+    assert not mentions_cuda((KERNEL_LIB / "csrc/include/version.h").read_text())
+
+
+def test_extension_summary_counts_included_headers(result) -> None:
+    (extension,) = result.extensions
+    assert extension.sources == ("csrc/ops.cpp", "csrc/layer_norm.cu", "csrc/segment.cu")
+    assert extension.missing == ()
+    assert extension.headers == ("csrc/reduce.cuh", "csrc/include/warp_reduce.h")
+    in_extension = [f for f in result.findings if f.path in (*extension.sources, *extension.headers)]
+    assert extension.findings == len(in_extension) == 14
+
+
+def test_a_summary_is_not_zero_when_only_headers_hold_findings(tmp_path: Path, rules) -> None:
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "kernel.cu").write_text('#include "warp.cuh"\n__global__ void k() {}\n')
+    (tmp_path / "csrc" / "warp.cuh").write_text('#include "lanes.h"\n')
+    (tmp_path / "csrc" / "lanes.h").write_text("__device__ int lane() { return threadIdx.x & 31; }\n")
+    (tmp_path / "setup.py").write_text(textwrap.dedent("""\
+        from torch.utils.cpp_extension import CUDAExtension
+        ext = CUDAExtension("k", ["csrc/kernel.cu"])
+        """))
+    (extension,) = scan_paths([tmp_path], rules).extensions
+    assert extension.headers == ("csrc/warp.cuh", "csrc/lanes.h")
+    assert extension.findings == 1
+
+
+@pytest.mark.parametrize("sources", [
+    'glob.glob(os.path.join(csrc, "*.cu"))',
+    '[p for p in glob.glob(osp.join("csrc", "*.cu")) if "hip" not in p]',
+    'sorted(str(p) for p in Path(this_dir, "csrc").glob("*.cu"))',
+    '[os.path.join(this_dir, "csrc", name) for name in ["a.cu", "b.cu"]]',
+    'list(Path("csrc").rglob("*.cu"))',
+])
+def test_sources_that_exist_are_never_not_found(tmp_path: Path, rules, sources: str) -> None:
+    (tmp_path / "csrc").mkdir()
+    for name in ("a.cu", "b.cu"):
+        (tmp_path / "csrc" / name).write_text("__global__ void k() {}\n")
+    (tmp_path / "setup.py").write_text(textwrap.dedent(f"""\
+        import glob
+        import os
+        import os.path as osp
+        from pathlib import Path
+        from torch.utils.cpp_extension import CUDAExtension
+        this_dir = os.path.dirname(os.path.abspath(__file__))
+        csrc = os.path.join(this_dir, "csrc")
+        ext = CUDAExtension("k", sources={sources})
+        """))
+    (extension,) = scan_paths([tmp_path], rules).extensions
+    assert extension.missing == ()
+    assert extension.sources == ("csrc/a.cu", "csrc/b.cu")
+
+
+def test_a_source_that_is_really_missing_is_still_reported(tmp_path: Path, rules) -> None:
+    (tmp_path / "setup.py").write_text(
+        'import os\nfrom torch.utils.cpp_extension import CUDAExtension\n'
+        'ext = CUDAExtension("k", [os.path.join("csrc", "gone.cu")])\n')
+    (extension,) = scan_paths([tmp_path], rules).extensions
+    assert extension.missing == ("csrc/gone.cu",)
+
+
+@pytest.mark.parametrize(("path", "kind"), [("a.cc", "cpp"), ("x/warp.hpp", "cpp"), ("ops.h", "cpp"),
+                                            ("k.cu", "cuda"), ("k.cuh", "cuda"), ("a.c", None)])
+def test_cpp_file_kind(path: str, kind: str | None) -> None:
+    from pathlib import PurePosixPath
+    assert file_kind(PurePosixPath(path)) == kind
+
+
+@pytest.mark.parametrize("text", [
+    "__device__ int f();", "int x = threadIdx.x;", '#include <cuda_runtime.h>', "cudaMalloc(&p, n);",
+    "#if __CUDA_ARCH__ >= 800", "using namespace nvcuda;", "#include <cooperative_groups.h>",
+])
+def test_cuda_tokens(text: str) -> None:
+    assert mentions_cuda(text)
+
+
+@pytest.mark.parametrize("text", ["#include <vector>\nint cuda_count = 0;", "bool is_cuda();", "asm(\"nop\");"])
+def test_plain_cpp_has_no_cuda_token(text: str) -> None:
+    assert not mentions_cuda(text)
+
+
+def test_a_plain_cpp_file_is_not_flagged_for_host_asm(rules) -> None:
+    assert scan_source('void f() { asm volatile("pause"); }\n', "src/spin.cpp", rules) == ()
+
+
+def test_strip_code_keeps_lines_and_include_paths() -> None:
+    text = 'a = "x // y"; // c\n/* one\ntwo */ b = \'\\n\';\n#include "warp.h"\n"unterminated\nz'
+    code = strip_code(text)
+    assert len(code) == len(text) and code.count("\n") == text.count("\n")
+    assert '#include "warp.h"' in code and "//" not in code and "two" not in code and "z" in code
+
+
+def test_raw_strings_are_blanked() -> None:
+    """Jiterator/NVRTC kernels kept as ``R"(...)"`` text are data, not this file's code."""
+    text = 'auto src = R"ESC(\n  __shfl_down_sync(mask, v, 1);\n)ESC";\nint R2 = 1;\n'
+    code = strip_code(text)
+    assert "__shfl" not in code and "int R2 = 1;" in code and code.count("\n") == text.count("\n") == 4
+
+
+def test_needles_are_what_every_match_contains() -> None:
+    assert set(needles(r"\bcg::reduce\(|cooperative_groups/reduce\.h")) == {
+        ("cg::reduce(", False), ("cooperative_groups/reduce.h", False)}
+    assert needles(r"(?i:warp)_size") == (("_size", False),)
+    assert needles(r"\w+|abc") == ()
+    found = needles(r"(?i:warp_?size)\s*=\s*32")
+    assert present(found, "WARP_SIZE = 32", "warp_size = 32")
+    assert not present(found, "int x = 32;", "int x = 32;")
+
+
+def test_included_headers_resolve_beside_the_file_then_in_search_dirs(tmp_path: Path) -> None:
+    (tmp_path / "src" / "inc").mkdir(parents=True)
+    (tmp_path / "src" / "k.cu").write_text('#include "a.cuh"\n#include "inc/b.h"\n#include <cuda.h>\n')
+    (tmp_path / "src" / "a.cuh").write_text('#include "k.cu"\n')  # a cycle back to the source
+    (tmp_path / "src" / "inc" / "b.h").write_text('#include "c.h"\n')
+    (tmp_path / "c.h").write_text("")
+    found = included_headers([tmp_path / "src" / "k.cu"], [tmp_path],
+                             lambda p: p.read_text() if p.is_file() else None)
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["src/a.cuh", "src/inc/b.h", "c.h"]
+    assert quoted_includes('  #  include "x.h"\n#include <y.h>\n') == ("x.h",)
+
+
+def test_supersedes_only_at_the_same_place() -> None:
+    from portscan.ruleset.loader import load_rules
+    pack = load_rules()
+    rules = RuleSet([pack.by_code["PS920"], pack.by_code["PS930"]])
+    text = "#ifdef __CUDA_ARCH__\nint a;\n#endif\n#if __CUDA_ARCH__ >= 800\nint b;\n#else\nint c;\n#endif\n"
+    found = [(f.rule, f.span.line) for f in scan_source(text, "k.cu", rules)]
+    assert found == [("PS920", 1), ("PS930", 4)]
+
+
+def test_unmapped_cublaslt_calls_in_a_cpp_file_but_not_header_paths(rules) -> None:
+    text = ("#include <cublasLt.h>\n"
+            "void tune(cublasLtHandle_t h, cublasLtMatmulAlgo_t* algo) {\n"
+            "  cublasLtMatmulAlgoInit(h, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F,\n"
+            "                         CUDA_R_16F, CUDA_R_16F, 0, algo);\n"
+            "}\n")
+    from portscan.match.hipify import load_hipify_names
+    found = [(f.rule, f.span.line, f.span.column)
+             for f in scan_source(text, "csrc/gemm.cpp", rules, hipify=load_hipify_names()) if f.rule == "PS924"]
+    assert found == [("PS924", 3, 3)]
