@@ -10,11 +10,12 @@ walks through adding one.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import re
 from dataclasses import dataclass
 from pathlib import PurePath
 
 from portscan.match import Match
-from portscan.match.containers import match_dockerfile
+from portscan.match.containers import match_apptainer, match_dockerfile
 from portscan.match.kernels import match_cuda
 from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
 from portscan.match.shell import match_shell
@@ -76,11 +77,28 @@ def _requirements(path: PurePath) -> bool:
                                               or path.parent.name == "requirements")
 
 
+#: suffixes of files that only mention Dockerfiles in their name (docs, lists, scripts)
+_NOT_CONTAINER = (".md", ".rst", ".txt", ".json", ".yml", ".yaml", ".toml", ".sh", ".html", ".lock")
+#: backups, which no build reads
+_BACKUP = ("old", "bak", "orig", "backup")
+
+
 def _dockerfile(path: PurePath) -> bool:
-    """``Dockerfile``, ``Dockerfile.*``, ``*.Dockerfile``, ``Containerfile``."""
+    """``Dockerfile``, ``Dockerfile.*``, ``*.Dockerfile``, ``Containerfile``, and the
+    ``_``/``-`` spellings projects use (``Dockerfile_cuda``, ``Qwen2VL_Dockerfile``)."""
     lower = path.name.lower()
-    return (lower.startswith(("dockerfile", "containerfile"))
-            and lower.split(".")[0] in ("dockerfile", "containerfile")) or lower.endswith(".dockerfile")
+    if lower.endswith(_NOT_CONTAINER):
+        return False
+    parts = re.split(r"[._-]", lower)
+    named = parts[0] in ("dockerfile", "containerfile") or parts[-1] in ("dockerfile", "containerfile")
+    return named and parts[-1] not in _BACKUP
+
+
+def _apptainer(path: PurePath) -> bool:
+    """``Singularity``, ``Apptainer``, ``Singularity.*``, ``*.def`` (read only when the
+    text has a ``Bootstrap:`` header)."""
+    lower = path.name.lower()
+    return lower.split(".")[0] in ("singularity", "apptainer") or path.suffix.lower() == ".def"
 
 
 def _yaml_stem(path: PurePath) -> str | None:
@@ -109,6 +127,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("pyproject", lambda path: path.name == "pyproject.toml", _text(match_pyproject), fence="toml"),
     FileKind("setupcfg", lambda path: path.name == "setup.cfg", _text(match_setup_cfg), fence="ini"),
     FileKind("dockerfile", _dockerfile, _text(match_dockerfile), fence="dockerfile"),
+    FileKind("apptainer", _apptainer, _text(match_apptainer), fence="singularity"),
     FileKind("compose", _compose, _text(match_compose), fence="yaml"),
     FileKind("conda", _conda, _text(match_conda), fence="yaml"),
 )

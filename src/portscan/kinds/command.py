@@ -18,7 +18,7 @@ class CommandPattern:
     (``docker run --gpus all``)."""
 
     kind: ClassVar[str] = "command"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell", "compose", "apptainer"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program", "arg"})
     programs: tuple[str, ...]
     args: tuple[str, ...]  #: globs; any argument matching one reports

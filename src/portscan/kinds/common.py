@@ -13,7 +13,7 @@ PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 #: File kinds (names in :data:`portscan.filekinds.FILE_KINDS`) each match kind applies to.
 PYTHON = frozenset({"python"})
 MANIFESTS = frozenset({"requirements", "pyproject", "setupcfg", "conda", "python", "dockerfile",
-                       "shell"})
+                       "shell", "apptainer"})
 
 
 def name_matches(qualified: str, pattern: str) -> bool:
