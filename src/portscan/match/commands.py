@@ -83,14 +83,34 @@ def lex(text: str, base: int = 0) -> Iterator[Word]:
                     value.append(text[i + 1])
                 i += 2
             elif char in "'\"`":  # a `command substitution` stays one word, like a quote
-                close = text.find(char, i + 1)
-                close = n if close < 0 else close
+                close = _closing(text, i)
                 value.append(text[i + 1:close])
                 i = close + 1
             else:
                 value.append(char)
                 i += 1
         yield Word("".join(value), base + start, base + i, quoted=text[start] in "'\"")
+
+
+def _closing(text: str, i: int) -> int:
+    """Where the quote (or backtick) opened at ``i`` closes (``len(text)`` if never): in
+    double quotes a ``$(...)`` is skipped whole, since it may hold quotes of its own
+    (``"$(dirname "$(which nvcc)")"``)."""
+    quote, j, n = text[i], i + 1, len(text)
+    while j < n and text[j] != quote:
+        if quote == '"' and text[j] == "\\":
+            j += 2
+            continue
+        if quote == '"' and text.startswith("$(", j):
+            depth, j = 1, j + 2
+            while j < n and depth:
+                if text[j] in "'\"":  # a quoted part inside the substitution
+                    j = _closing(text, j)
+                depth += {"(": 1, ")": -1}.get(text[j], 0) if j < n else 0
+                j += 1
+            continue
+        j += 1
+    return min(j, n)
 
 
 def _is_assignment(word: str) -> bool:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from portscan.match import Match
 from portscan.match.commands import Command, Word, commands
@@ -97,7 +98,17 @@ def _arg_defaults(args: str, at: int) -> Iterator[tuple[str, str, int]]:
         yield pair.group("name"), raw[1:-1] if quoted else raw, at + pair.start("value") + quoted
 
 
-def _from_image(args: str, at: int, defaults: dict[str, tuple[str, int]], rules: Sequence[Rule],
+@dataclass(frozen=True, slots=True)
+class ArgDefault:
+    """``ARG NAME=default`` before the first ``FROM``: the value with earlier ARGs
+    substituted (as Docker expands it), and where the default is written."""
+
+    value: str
+    start: int
+    length: int  #: of the default as written
+
+
+def _from_image(args: str, at: int, defaults: dict[str, ArgDefault], rules: Sequence[Rule],
                 ) -> tuple[str, list[Match]]:
     """The image a ``FROM`` builds on (resolved), and its matches."""
     words = [w for w in args.split() if not w.startswith("--")]
@@ -105,19 +116,18 @@ def _from_image(args: str, at: int, defaults: dict[str, tuple[str, int]], rules:
         return "", []
     written = words[0]
     start = at + args.index(written)
-    values = {name: value for name, (value, _) in defaults.items()}
-    resolved = substitute(written, values)
+    resolved = substitute(written, {name: d.value for name, d in defaults.items()})
     whole = VARIABLE.fullmatch(written)
     name = whole and (whole.group("braced") or whole.group("bare"))
-    if name and name in defaults and "$" not in resolved:  # FROM ${BASE}: report at the default
-        value, offset = defaults[name]
-        return resolved, image_matches(resolved, offset, rules, length=len(value))
+    if name and name in defaults:  # FROM ${BASE}: report at the default a port changes
+        default = defaults[name]
+        return resolved, image_matches(resolved, default.start, rules, length=default.length)
     return resolved, image_matches(resolved, start, rules, length=len(written))
 
 
 def match_dockerfile(text: str, rules: Sequence[Rule]) -> list[Match]:
     matches: list[Match] = []
-    defaults: dict[str, tuple[str, int]] = {}  # ARGs before the first FROM
+    defaults: dict[str, ArgDefault] = {}  # ARGs before the first FROM
     images: list[str] = []
     seen_from = False
     for instruction, at, args in instructions(text):
@@ -129,7 +139,9 @@ def match_dockerfile(text: str, rules: Sequence[Rule]) -> list[Match]:
                 images.append(image_name(resolved))
         elif instruction in ("ENV", "ARG"):
             if instruction == "ARG" and not seen_from:
-                defaults.update((n, (v, o)) for n, v, o in _arg_defaults(args, at))
+                for name, value, offset in _arg_defaults(args, at):
+                    resolved = substitute(value, {n: d.value for n, d in defaults.items()})
+                    defaults[name] = ArgDefault(resolved, offset, len(value))
             pairs = list(_ENV_PAIR.finditer(args))
             if pairs:
                 for pair in pairs:
@@ -138,6 +150,12 @@ def match_dockerfile(text: str, rules: Sequence[Rule]) -> list[Match]:
             elif instruction == "ENV" and len(args.split(None, 1)) == 2:  # legacy `ENV KEY value`
                 name, value = args.split(None, 1)
                 matches += env_matches(name, value.strip(), at, rules)
+        elif instruction == "HEALTHCHECK":  # HEALTHCHECK [--interval=...] CMD <command>
+            command = re.search(r"(?:^|\s)CMD\s+", args, re.IGNORECASE)
+            if command:
+                rest = args[command.end():]
+                probe = _exec_form(rest, at + command.end()) or list(commands(rest, at + command.end()))
+                matches += command_matches(probe, rules, images=tuple(images))
         elif instruction in ("RUN", "CMD", "ENTRYPOINT"):
             parsed = _exec_form(args, at)
             if parsed is None:  # Docker drops comment lines inside a continued RUN
