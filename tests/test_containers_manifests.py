@@ -103,7 +103,8 @@ def test_no_install_section_without_packaging_findings() -> None:
     ("Dockerfile-cuda", "dockerfile"), ("serve.dockerfile", "dockerfile"),
     ("Dockerfile-old", None), ("Dockerfile.md", None), ("dockerfile_utils.py", "python"),
     ("Singularity", "apptainer"), ("Singularity.def", "apptainer"), ("gpu.def", "apptainer"),
-    ("requirements-dev.in", None),
+    ("requirements-dev.in", "requirements"), ("requirements/gpu.in", "requirements"),
+    ("cuda-constraints.txt", "requirements"), ("setup.in", None), ("MANIFEST.in", None),
 ])
 def test_container_definitions_by_any_name(name: str, kind: str | None) -> None:
     assert file_kind(PurePath(name)) == kind

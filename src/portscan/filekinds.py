@@ -71,9 +71,12 @@ def _suffix(*suffixes: str) -> Callable[[PurePath], bool]:
 
 
 def _requirements(path: PurePath) -> bool:
-    """``*requirements*.txt``, ``constraints*.txt``, ``requirements/*.txt``."""
+    """``*requirements*.txt``, ``*constraints*.txt``, ``requirements/*.txt``, and the
+    pip-compile inputs they are generated from (``requirements*.in``, same syntax)."""
     lower = path.name.lower()
-    return path.suffix.lower() == ".txt" and ("requirements" in lower or lower.startswith("constraints")
+    if path.suffix.lower() == ".in":
+        return "requirements" in lower or path.parent.name == "requirements"
+    return path.suffix.lower() == ".txt" and ("requirements" in lower or "constraints" in lower
                                               or path.parent.name == "requirements")
 
 

@@ -41,6 +41,9 @@ class RequirementPattern:
     #: only inside a container definition built on one of these images (globs over
     #: ``registry/namespace/name``): a Dockerfile ``FROM``, an Apptainer ``From:``
     images: tuple[str, ...] = ()
+    #: never inside a container definition built on one of these images (``rocm/*``:
+    #: there the install is the ROCm build)
+    not_images: tuple[str, ...] = ()
     #: only a ``pip install`` that names no index (``--index-url``, ``--extra-index-url``,
     #: ``-f``), no local version and no URL: PyPI's default wheel
     unindexed: bool = False
@@ -64,6 +67,7 @@ class RequirementPattern:
                    local_versions=r.texts("local_versions", required=False, what="version glob"),
                    url=r.regex("url"), sections=sections, rocm_wheels=wheels or "",
                    images=r.texts("images", required=False, what="image glob"),
+                   not_images=r.texts("not_images", required=False, what="image glob"),
                    unindexed=bool(unindexed))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
@@ -110,6 +114,8 @@ class RequirementPattern:
         if self.url is not None and not (site.url and self.url.search(site.url)):
             return False
         if self.images and not any(fnmatchcase(i, g) for i in site.images for g in self.images):
+            return False
+        if self.not_images and any(fnmatchcase(i, g) for i in site.images for g in self.not_images):
             return False
         if self.unindexed and (site.indexed or site.local_labels or site.url):
             return False
