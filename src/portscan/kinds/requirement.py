@@ -44,8 +44,9 @@ class RequirementPattern:
     #: never inside a container definition built on one of these images (``rocm/*``:
     #: there the install is the ROCm build)
     not_images: tuple[str, ...] = ()
-    #: only a ``pip install`` that names no index (``--index-url``, ``--extra-index-url``,
-    #: ``-f``), no local version and no URL: PyPI's default wheel
+    #: only a ``pip install`` line or requirements file that names no index
+    #: (``--index-url``, ``--extra-index-url``, ``-f``), with no local version and no URL:
+    #: PyPI's default wheel
     unindexed: bool = False
 
     @classmethod

@@ -46,7 +46,8 @@ class RequirementSite:
     url: str | None  #: a direct reference (``@ git+https://...``)
     section: str  #: ``install``, ``optional`` or ``build``
     specifier: str = ""  #: the version specifier as written (``>=2.1,<3``)
-    #: a ``pip install`` line: True when it names an index (``--index-url``, ``-f``, ...)
+    #: True when the ``pip install`` line or requirements file names an index
+    #: (``--index-url``, ``--extra-index-url``, ``-f``)
     indexed: bool = False
     #: in a container definition: the base images (``registry/namespace/name``) it builds on
     images: tuple[str, ...] = ()
