@@ -214,3 +214,14 @@ def test_requirements_files_are_read_under_a_broad_gitignore(tmp_path: Path) -> 
 ])
 def test_malformed_container_files_do_not_crash(path: str, source: str) -> None:
     list(scan_source(source, path, load_rules()))
+
+
+def test_requirements_whose_markers_exclude_linux_are_not_reported() -> None:
+    """ROCm machines run Linux: a Windows- or macOS-only requirement never installs there."""
+    source = """\
+    xformers>=0.0.22.post7 ; platform_system == 'Windows'
+    pynvml ; sys_platform == "darwin"
+    triton>=2.0.0 ; platform_machine == "x86_64" and sys_platform == "linux"
+    xformers ; python_version >= "3.9"
+    """
+    assert _codes("requirements.txt", source) == [(3, 1, "PS819"), (4, 1, "PS884")]

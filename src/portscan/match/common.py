@@ -81,10 +81,30 @@ def parse_requirement(text: str, conda: bool = False) -> Requirement | None:
     return requirement
 
 
+#: what a ROCm machine reports for the platform markers (ROCm wheels are Linux-only)
+_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+
+
+def _never_on_linux(requirement: Requirement) -> bool:
+    """``xformers ; platform_system == 'Windows'`` is never installed on a ROCm machine.
+    Only markers about the platform (and no extras) are decided; anything else counts."""
+    marker = requirement.marker
+    text = str(marker) if marker is not None else ""
+    if not text or "extra" in text or not any(name in text for name in _LINUX):
+        return False
+    try:
+        return not marker.evaluate(_LINUX)  # type: ignore[union-attr]
+    except Exception:  # an undefined or odd marker variable: do not guess
+        return False
+
+
 def requirement_rules(requirement: Requirement, rules: Sequence[Rule], section: str = "install",
                       indexed: bool = False, images: tuple[str, ...] = ()) -> Iterator[Rule]:
     """Rules whose requirement pattern this requirement meets (``indexed``: named on a
-    ``pip install`` line that gives an index; ``images``: the container's base images)."""
+    ``pip install`` line that gives an index; ``images``: the container's base images).
+    A requirement whose markers exclude Linux meets none: ROCm machines run Linux."""
+    if _never_on_linux(requirement):
+        return
     site = RequirementSite(normalize_name(requirement.name),
                            tuple(normalize_name(e) for e in requirement.extras),
                            tuple(_local_labels(requirement)), requirement.url, section,
