@@ -35,6 +35,7 @@ def test_wheel_contains_every_rule_file(wheel: Path) -> None:
     expected = sorted(p.relative_to(REPO / "rules").as_posix() for p in (REPO / "rules").rglob("*.toml"))
     assert shipped == expected and expected
     assert "portscan/match/hipify-names.txt" in names  # the CUDA-API check's table (PS924)
+    assert "portscan/kinds/rocm-wheels.toml" in names  # releases with ROCm wheels (PS882, report)
 
 
 def test_installed_wheel_scans_the_fixture(wheel: Path, tmp_path: Path) -> None:

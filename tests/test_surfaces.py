@@ -198,6 +198,7 @@ def test_dockerfile() -> None:
     CMD ["nvcc", "--version"]
     """
     assert run("Dockerfile", source, *CONTAINER_RULES) == [
+        ("XX810", 2, "nvcr.io/nvidia/pytorch:23.10-py3"),  # FROM ${BASE}, at the ARG's default
         ("XX810", 3, "nvidia/cuda:12.1.0-cudnn8-devel-ubuntu22.04"),
         ("XX811", 4, "TORCH_CUDA_ARCH_LIST=8.0;9.0"),
         ("XX811", 5, "NVIDIA_VISIBLE_DEVICES=all"),

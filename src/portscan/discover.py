@@ -21,6 +21,10 @@ SKIP_DIRS = frozenset({
 })
 #: Files whose presence marks a directory as a virtual or conda environment.
 _ENV_MARKERS = ("pyvenv.cfg", "conda-meta")
+#: File kinds read even where a ``.gitignore`` pattern covers them: git ignores only
+#: untracked files, and projects commit requirements files under broad patterns such as
+#: ``*.txt`` (lmdeploy), which without git's index cannot be told from junk otherwise.
+_TRACKED_DESPITE_IGNORE = frozenset({"requirements"})
 
 @dataclass(frozen=True, slots=True)
 class SourcePath:
@@ -125,12 +129,13 @@ def _walk(directory: Path, root: Path, specs: list[tuple[Path, pathspec.GitIgnor
                 if excludes(path, True) or _is_environment(path) or _ignored(specs, path, True):
                     continue
                 yield from _walk(path, root, specs, errors, excludes)
-            elif file_kind(path) is not None and not _ignored(specs, path, False) and not excludes(path, False):
+            elif (kind := file_kind(path)) is not None and not excludes(path, False) and (
+                    kind in _TRACKED_DESPITE_IGNORE or not _ignored(specs, path, False)):
                 if entry.is_symlink():
                     target = path.resolve()
                     if not target.is_file() or not target.is_relative_to(root):
                         continue  # dangling, or leaves the scanned tree
-                yield SourcePath(path, relative(path, root), file_kind(path) or "")
+                yield SourcePath(path, relative(path, root), kind)
         except OSError as exc:
             errors.append(FileError(relative(path, root), "read", f"cannot stat: {exc.strerror or exc}"))
 

@@ -17,7 +17,7 @@ from pathlib import PurePath
 from portscan.match import Match
 from portscan.match.ci import match_ci, match_jenkinsfile
 from portscan.match.cmake import match_cmake
-from portscan.match.containers import match_dockerfile
+from portscan.match.containers import match_apptainer, match_dockerfile
 from portscan.match.gitmodules import match_gitmodules
 from portscan.match.kernels import match_cpp, match_cuda
 from portscan.match.makefiles import match_makefile
@@ -79,17 +79,37 @@ def _suffix(*suffixes: str) -> Callable[[PurePath], bool]:
 
 
 def _requirements(path: PurePath) -> bool:
-    """``*requirements*.txt``, ``constraints*.txt``, ``requirements/*.txt``."""
+    """``*requirements*.txt``, ``*constraints*.txt``, ``requirements/*.txt``, and the
+    pip-compile inputs they are generated from (``requirements*.in``, same syntax)."""
     lower = path.name.lower()
-    return path.suffix.lower() == ".txt" and ("requirements" in lower or lower.startswith("constraints")
+    if path.suffix.lower() == ".in":
+        return "requirements" in lower or path.parent.name == "requirements"
+    return path.suffix.lower() == ".txt" and ("requirements" in lower or "constraints" in lower
                                               or path.parent.name == "requirements")
 
 
+#: suffixes of files that only mention Dockerfiles in their name (docs, lists, scripts)
+_NOT_CONTAINER = (".md", ".rst", ".txt", ".json", ".yml", ".yaml", ".toml", ".sh", ".html", ".lock")
+#: backups, which no build reads
+_BACKUP = ("old", "bak", "orig", "backup")
+
+
 def _dockerfile(path: PurePath) -> bool:
-    """``Dockerfile``, ``Dockerfile.*``, ``*.Dockerfile``, ``Containerfile``."""
+    """``Dockerfile``, ``Dockerfile.*``, ``*.Dockerfile``, ``Containerfile``, and the
+    ``_``/``-`` spellings projects use (``Dockerfile_cuda``, ``Qwen2VL_Dockerfile``)."""
     lower = path.name.lower()
-    return (lower.startswith(("dockerfile", "containerfile"))
-            and lower.split(".")[0] in ("dockerfile", "containerfile")) or lower.endswith(".dockerfile")
+    if lower.endswith(_NOT_CONTAINER):
+        return False
+    parts = re.split(r"[._-]", lower)
+    named = parts[0] in ("dockerfile", "containerfile") or parts[-1] in ("dockerfile", "containerfile")
+    return named and parts[-1] not in _BACKUP
+
+
+def _apptainer(path: PurePath) -> bool:
+    """``Singularity``, ``Apptainer``, ``Singularity.*``, ``*.def`` (read only when the
+    text has a ``Bootstrap:`` header)."""
+    lower = path.name.lower()
+    return lower.split(".")[0] in ("singularity", "apptainer") or path.suffix.lower() == ".def"
 
 
 def _yaml_stem(path: PurePath) -> str | None:
@@ -162,6 +182,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("pyproject", lambda path: path.name == "pyproject.toml", _text(match_pyproject), fence="toml"),
     FileKind("setupcfg", lambda path: path.name == "setup.cfg", _text(match_setup_cfg), fence="ini"),
     FileKind("dockerfile", _dockerfile, _text(match_dockerfile), fence="dockerfile"),
+    FileKind("apptainer", _apptainer, _text(match_apptainer), fence="singularity"),
     FileKind("ci", _ci, _text(match_ci), fence="yaml"),
     FileKind("jenkinsfile", _jenkinsfile, _text(match_jenkinsfile), comment="//", fence="groovy"),
     FileKind("gitmodules", lambda path: path.name == ".gitmodules", _text(match_gitmodules), fence="ini"),

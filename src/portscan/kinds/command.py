@@ -18,7 +18,7 @@ class CommandPattern:
     Dockerfile ``RUN`` (``docker run --gpus all``)."""
 
     kind: ClassVar[str] = "command"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell", "makefile"}) | CI
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "shell", "makefile", "compose", "apptainer"}) | CI
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program", "arg"})
     programs: tuple[str, ...]
     args: tuple[str, ...]  #: globs; any argument matching one reports

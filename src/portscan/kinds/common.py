@@ -15,7 +15,7 @@ PYTHON = frozenset({"python"})
 #: CI definitions: their scripts are shell, and their images and variables are read too
 CI = frozenset({"ci", "jenkinsfile"})
 MANIFESTS = frozenset({"requirements", "pyproject", "setupcfg", "conda", "python", "dockerfile",
-                       "shell", "makefile"}) | CI
+                       "shell", "makefile", "apptainer"}) | CI
 
 
 def name_matches(qualified: str, pattern: str) -> bool:

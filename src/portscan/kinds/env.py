@@ -17,7 +17,8 @@ class EnvPattern:
     ``os.environ.setdefault("X", v)``, ``os.environ.update(X=v)``, ``os.putenv("X", v)``."""
 
     kind: ClassVar[str] = "env"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "compose", "makefile"}) | CI
+    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "compose", "makefile",
+                                                    "apptainer"}) | CI
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     names: tuple[str, ...]
     values: tuple[Literal, ...] = ()

@@ -13,10 +13,10 @@ from portscan.ruleset.table import TableReader
 
 @dataclass(frozen=True, slots=True)
 class ImagePattern:
-    """A container base image: Dockerfile ``FROM`` and compose ``image:``."""
+    """A container base image: Dockerfile ``FROM``, Apptainer ``From:`` and compose ``image:``."""
 
     kind: ClassVar[str] = "image"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "compose"}) | CI
+    surfaces: ClassVar[frozenset[str]] = frozenset({"dockerfile", "compose", "apptainer"}) | CI
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "image"})
     images: tuple[str, ...]  #: globs over ``registry/namespace/name`` (no tag)
     tags: tuple[str, ...] = ()  #: globs over the tag
@@ -33,7 +33,8 @@ class ImagePattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         tags = f" with a tag matching {code_list(self.tags)}" if self.tags else ""
         return (f"Container images matching {code_list(self.images)}{tags}: Dockerfile "
-                "`FROM` lines, docker-compose `image:` keys and CI images (`container:`, `image:`, `services:`).")
+                "`FROM` lines (with `ARG` defaults resolved), Apptainer `From:` headers, "
+                "docker-compose `image:` keys and CI images (`container:`, `image:`, `services:`).")
 
     def matches_image(self, name: str, bare: str, tag: str) -> bool:
         if not any(fnmatchcase(name, g) or fnmatchcase(bare, g) for g in self.images):

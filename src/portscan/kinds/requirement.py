@@ -9,6 +9,7 @@ from typing import ClassVar
 from portscan.bounded import Regex
 from portscan.kinds.sites import RequirementSite
 from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_list
+from portscan.kinds.rocm_wheels import rocm_wheels
 from portscan.ruleset.prefilter import Fragment, Token, regex_fragments
 from portscan.ruleset.table import PatternError, TableReader
 
@@ -34,6 +35,19 @@ class RequirementPattern:
     #: where the requirement sits: ``install`` (run-time dependencies), ``optional``
     #: (extras, dependency groups), ``build`` (``build-system.requires``, ``setup_requires``)
     sections: tuple[str, ...] = REQUIREMENT_SECTIONS
+    #: ``"none"``: only a version specifier that no release with ROCm wheels meets
+    #: (``rocm-wheels.toml``), so pip replaces an installed ROCm build with PyPI's CUDA one
+    rocm_wheels: str = ""
+    #: only inside a container definition built on one of these images (globs over
+    #: ``registry/namespace/name``): a Dockerfile ``FROM``, an Apptainer ``From:``
+    images: tuple[str, ...] = ()
+    #: never inside a container definition built on one of these images (``rocm/*``:
+    #: there the install is the ROCm build)
+    not_images: tuple[str, ...] = ()
+    #: only a ``pip install`` line or requirements file that names no index
+    #: (``--index-url``, ``--extra-index-url``, ``-f``), with no local version and no URL:
+    #: PyPI's default wheel
+    unindexed: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> RequirementPattern:
@@ -43,9 +57,19 @@ class RequirementPattern:
             if section not in REQUIREMENT_SECTIONS:
                 raise PatternError(r.key("sections"),
                                    f"{section!r} is not one of {', '.join(REQUIREMENT_SECTIONS)}")
+        unindexed = r.raw("unindexed", False)
+        if unindexed is not None and not isinstance(unindexed, bool):
+            raise PatternError(r.key("unindexed"), "expected true or false")
+        wheels = r.raw("rocm_wheels", False)
+        if wheels is not None and (wheels != "none" or rocm_wheels_table_missing(names)):
+            raise PatternError(r.key("rocm_wheels"), 'expected "none", for packages listed in '
+                               "rocm-wheels.toml")
         return cls(names=names, extras=r.texts("extras", required=False, what="extra glob"),
                    local_versions=r.texts("local_versions", required=False, what="version glob"),
-                   url=r.regex("url"), sections=sections)
+                   url=r.regex("url"), sections=sections, rocm_wheels=wheels or "",
+                   images=r.texts("images", required=False, what="image glob"),
+                   not_images=r.texts("not_images", required=False, what="image glob"),
+                   unindexed=bool(unindexed))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         # only setup.py reaches the Python prefilter: it must call setup() and name the
@@ -69,6 +93,14 @@ class RequirementPattern:
             text += f" pinned to a local version matching {code_list(self.local_versions)}"
         if self.url is not None:
             text += f" installed from a URL matching `{self.url.pattern}`"
+        if self.rocm_wheels:
+            text += (" whose version specifier no release with ROCm wheels on download.pytorch.org "
+                     "meets")
+        if self.images or self.unindexed:
+            where = f" in container definitions built on {code_list(self.images)}" if self.images else ""
+            plain = " installed from PyPI's default index (no index URL, local version or URL)" \
+                if self.unindexed else ""
+            return f"{text}{plain}{where}: `pip install` lines of Dockerfiles and Apptainer definitions."
         return (text + ", in requirements files, `pyproject.toml`, `setup.py`/`setup.cfg`, conda "
                 "environments and `pip install` lines of Dockerfiles and shell scripts.")
 
@@ -82,4 +114,19 @@ class RequirementPattern:
             return False
         if self.url is not None and not (site.url and self.url.search(site.url)):
             return False
+        if self.images and not any(fnmatchcase(i, g) for i in site.images for g in self.images):
+            return False
+        if self.not_images and any(fnmatchcase(i, g) for i in site.images for g in self.not_images):
+            return False
+        if self.unindexed and (site.indexed or site.local_labels or site.url):
+            return False
+        if self.rocm_wheels:
+            table = rocm_wheels(site.name)
+            if table is None or not table.none_meets(site.specifier):
+                return False
         return site.section in self.sections
+
+
+def rocm_wheels_table_missing(names: tuple[str, ...]) -> bool:
+    """``rocm_wheels`` needs literal package names that the data lists."""
+    return any(rocm_wheels(name) is None for name in names)

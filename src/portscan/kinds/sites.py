@@ -49,6 +49,12 @@ class RequirementSite:
     local_labels: tuple[str, ...]  #: the local labels of ``==`` pins (``cu118``)
     url: str | None  #: a direct reference (``@ git+https://...``)
     section: str  #: ``install``, ``optional`` or ``build``
+    specifier: str = ""  #: the version specifier as written (``>=2.1,<3``)
+    #: True when the ``pip install`` line or requirements file names an index
+    #: (``--index-url``, ``--extra-index-url``, ``-f``)
+    indexed: bool = False
+    #: in a container definition: the base images (``registry/namespace/name``) it builds on
+    images: tuple[str, ...] = ()
 
 
 @runtime_checkable

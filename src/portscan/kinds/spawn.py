@@ -39,7 +39,8 @@ class SubprocessPattern:
     """A program name in the command passed to a process-spawning call."""
 
     kind: ClassVar[str] = "subprocess"
-    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "makefile"})
+    surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "makefile", "compose",
+                                                    "apptainer"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program"})
     programs: tuple[str, ...]
     callees: tuple[str, ...] = DEFAULT_SPAWN_CALLEES

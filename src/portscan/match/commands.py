@@ -82,15 +82,35 @@ def lex(text: str, base: int = 0) -> Iterator[Word]:
                 if text[i + 1] != "\n":
                     value.append(text[i + 1])
                 i += 2
-            elif char in "'\"":
-                close = text.find(char, i + 1)
-                close = n if close < 0 else close
+            elif char in "'\"`":  # a `command substitution` stays one word, like a quote
+                close = _closing(text, i)
                 value.append(text[i + 1:close])
                 i = close + 1
             else:
                 value.append(char)
                 i += 1
         yield Word("".join(value), base + start, base + i, quoted=text[start] in "'\"")
+
+
+def _closing(text: str, i: int) -> int:
+    """Where the quote (or backtick) opened at ``i`` closes (``len(text)`` if never): in
+    double quotes a ``$(...)`` is skipped whole, since it may hold quotes of its own
+    (``"$(dirname "$(which nvcc)")"``)."""
+    quote, j, n = text[i], i + 1, len(text)
+    while j < n and text[j] != quote:
+        if quote == '"' and text[j] == "\\":
+            j += 2
+            continue
+        if quote == '"' and text.startswith("$(", j):
+            depth, j = 1, j + 2
+            while j < n and depth:
+                if text[j] in "'\"":  # a quoted part inside the substitution
+                    j = _closing(text, j)
+                depth += {"(": 1, ")": -1}.get(text[j], 0) if j < n else 0
+                j += 1
+            continue
+        j += 1
+    return min(j, n)
 
 
 def _is_assignment(word: str) -> bool:
@@ -101,7 +121,9 @@ def _is_assignment(word: str) -> bool:
 def commands(text: str, base: int = 0) -> Iterator[Command]:
     """Simple commands of a shell text, ``export X=y`` giving an assignment-only command.
 
-    ``bash -c "..."`` is looked into, so its inner commands are yielded too.
+    ``bash -c "..."`` is looked into, and so are command substitutions inside a word
+    (``"$(nvidia-smi -L)"``, ```nvidia-smi -L```, ``NUM=$(...)``): their commands are
+    yielded too. An unquoted ``$(`` already splits at its ``(``.
     """
     words: list[Word] = []
     for word in lex(text, base):
@@ -111,8 +133,41 @@ def commands(text: str, base: int = 0) -> Iterator[Command]:
             words = []
         else:
             words.append(word)
+            raw = text[word.start - base:word.end - base]
+            if "`" in raw or "$(" in raw:
+                for offset, inner in substitutions(raw):
+                    yield from commands(inner, word.start + offset)
     if words:
         yield from _command(words)
+
+
+def substitutions(raw: str) -> Iterator[tuple[int, str]]:
+    """(offset, text) of each ```...``` and ``$(...)`` in a word's raw text, outside single
+    quotes (where the shell expands nothing)."""
+    i, n = 0, len(raw)
+    quote = ""
+    while i < n:
+        char = raw[i]
+        if char == "\\":
+            i += 2
+            continue
+        if char == "'" and quote != '"':
+            quote = "" if quote == "'" else "'"
+        elif char == '"' and quote != "'":
+            quote = "" if quote == '"' else '"'
+        elif quote != "'" and char == "`":
+            close = raw.find("`", i + 1)
+            close = n if close < 0 else close
+            yield i + 1, raw[i + 1:close]
+            i = close
+        elif quote != "'" and raw.startswith("$(", i) and not raw.startswith("$((", i):
+            depth, j = 1, i + 2
+            while j < n and depth:
+                depth += {"(": 1, ")": -1}.get(raw[j], 0)
+                j += 1
+            yield i + 2, raw[i + 2:j - 1 if depth == 0 else j]
+            i = j - 1
+        i += 1
 
 
 def _command(words: list[Word]) -> Iterator[Command]:

@@ -48,7 +48,7 @@ def _url_requirement(text: str) -> Requirement | None:
         return _parse(f"{wheel_name}=={version}")
     egg = _EGG.search(text)
     name = egg.group(1) if egg else text.split("#")[0].rstrip("/").rsplit("/", 1)[-1]
-    name = re.sub(r"\.git$", "", name)
+    name = re.sub(r"\.git$", "", name.split("@", 1)[0])  # repo.git@<commit or tag>
     return _parse(f"{name} @ {text}") if re.fullmatch(r"[\w.-]+", name or "") else None
 
 
@@ -81,12 +81,34 @@ def parse_requirement(text: str, conda: bool = False) -> Requirement | None:
     return requirement
 
 
+#: what a ROCm machine reports for the platform markers (ROCm wheels are Linux-only)
+_LINUX = {"sys_platform": "linux", "platform_system": "Linux", "os_name": "posix"}
+
+
+def _never_on_linux(requirement: Requirement) -> bool:
+    """``xformers ; platform_system == 'Windows'`` is never installed on a ROCm machine.
+    Only markers about the platform (and no extras) are decided; anything else counts."""
+    marker = requirement.marker
+    text = str(marker) if marker is not None else ""
+    if not text or "extra" in text or not any(name in text for name in _LINUX):
+        return False
+    try:
+        return not marker.evaluate(_LINUX)  # type: ignore[union-attr]
+    except Exception:  # an undefined or odd marker variable: do not guess
+        return False
+
+
 def requirement_rules(requirement: Requirement, rules: Sequence[Rule], section: str = "install",
-                      ) -> Iterator[Rule]:
-    """Rules whose requirement pattern this requirement meets."""
+                      indexed: bool = False, images: tuple[str, ...] = ()) -> Iterator[Rule]:
+    """Rules whose requirement pattern this requirement meets (``indexed``: named on a
+    ``pip install`` line that gives an index; ``images``: the container's base images).
+    A requirement whose markers exclude Linux meets none: ROCm machines run Linux."""
+    if _never_on_linux(requirement):
+        return
     site = RequirementSite(normalize_name(requirement.name),
                            tuple(normalize_name(e) for e in requirement.extras),
-                           tuple(_local_labels(requirement)), requirement.url, section)
+                           tuple(_local_labels(requirement)), requirement.url, section,
+                           str(requirement.specifier), indexed, images)
     for rule in rules:
         accepts = getattr(rule.pattern, "matches_requirement", None)  # a RequirementKind
         if accepts is not None and accepts(site):
@@ -94,7 +116,8 @@ def requirement_rules(requirement: Requirement, rules: Sequence[Rule], section: 
 
 
 def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: bool = False,
-                        section: str = "install") -> list[Match]:
+                        section: str = "install", indexed: bool = False,
+                        images: tuple[str, ...] = ()) -> list[Match]:
     """Matches for one requirement string found at offset ``start``."""
     stripped = text.strip()
     if not stripped:
@@ -105,7 +128,7 @@ def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: boo
         return []
     variables = {"package": requirement.name, "requirement": stripped}
     return [Match(rule, start, start + len(stripped), dict(variables))
-            for rule in requirement_rules(requirement, rules, section)]
+            for rule in requirement_rules(requirement, rules, section, indexed, images)]
 
 
 def index_matches(url: str, start: int, rules: Sequence[Rule], channel: bool = False
@@ -139,22 +162,33 @@ def split_image(reference: str) -> tuple[str, str]:
     return name, ""
 
 
-def image_matches(reference: str, start: int, rules: Sequence[Rule]) -> list[Match]:
-    """Matches of ``image`` rules for an image reference found at offset ``start``."""
-    if "$" in reference:
-        return []  # set through ARG/variables: not resolved
+def image_name(reference: str) -> str:
+    """``docker.io/library/python:3.11`` -> ``python``: the name image globs are matched on."""
+    return split_image(reference)[0].removeprefix("docker.io/").removeprefix("library/")
+
+
+def image_matches(reference: str, start: int, rules: Sequence[Rule], length: int | None = None
+                  ) -> list[Match]:
+    """Matches of ``image`` rules for an image reference found at offset ``start``
+    (``length``: of the text written there, when ``reference`` was resolved from it).
+    A name still holding a variable is not matched; a tag may (``pytorch/pytorch:${VER}-cuda``
+    is a CUDA image whatever ``VER`` is, and tag globs see the ``${...}`` text)."""
     name, tag = split_image(reference)
+    if "$" in name:
+        return []  # the image itself comes from a variable that was not resolved
     bare = name.removeprefix("docker.io/").removeprefix("library/")
-    return [Match(rule, start, start + len(reference), {"image": reference})
+    end = start + (len(reference) if length is None else length)
+    return [Match(rule, start, end, {"image": reference})
             for rule in rules if hasattr(rule.pattern, "matches_image")  # an ImageKind
             and rule.pattern.matches_image(name, bare, tag)]
 
 
 def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
-                    conda_channels: bool = True) -> Iterator[Match]:
+                    conda_channels: bool = True, images: tuple[str, ...] = ()) -> Iterator[Match]:
     """Everything a shell command can trip: the program it runs (``subprocess`` rules),
     its arguments (``command`` rules), variables it sets (``env`` rules) and the packages
-    and indexes of ``pip install`` / ``conda install`` (``requirement``/``index`` rules)."""
+    and indexes of ``pip install`` / ``conda install`` (``requirement``/``index`` rules).
+    ``images``: the base images of the container definition the commands run in."""
     env_rules = [r for r in rules if hasattr(r.pattern, "matches_env")]  # EnvKinds
     for command in commands:
         for word in command.assignments:
@@ -182,7 +216,8 @@ def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
         if pip is not None:
             requirements, indexes = pip
             for word in requirements:
-                yield from requirement_matches(word.value, word.start, rules)
+                yield from requirement_matches(word.value, word.start, rules, indexed=bool(indexes),
+                                               images=images)
             for word in indexes:
                 yield from index_matches(word.value, word.start, rules)
         elif conda_channels and program in ("conda", "mamba", "micromamba") and \

@@ -59,6 +59,8 @@ def requirements_includes(text: str) -> list[str]:
 
 def match_requirements(text: str, rules: Sequence[Rule]) -> list[Match]:
     matches: list[Match] = []
+    # pip applies a file's index options to every requirement in it, wherever they stand
+    indexed = any(INDEX_OPTION.match(line.strip()) for _, line in logical_lines(text))
     for start, line in logical_lines(text):
         body = line.strip()
         if not body:
@@ -73,7 +75,7 @@ def match_requirements(text: str, rules: Sequence[Rule]) -> list[Match]:
             matches += requirement_matches(target, offset + body.index(target), rules)
         elif not body.startswith("-"):
             requirement = re.split(r"\s+--?\w", body, maxsplit=1)[0]  # per-line pip options
-            matches += requirement_matches(requirement, offset, rules)
+            matches += requirement_matches(requirement, offset, rules, indexed=indexed)
     return matches
 
 

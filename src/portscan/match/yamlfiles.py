@@ -13,7 +13,9 @@ from yaml import Node
 
 from portscan.match import Match
 from portscan.parse import SourceError
-from portscan.match.common import env_matches, image_matches
+from portscan.match.commands import SHELLS, Command, Word, commands
+from portscan.match.common import command_matches, env_matches, image_matches
+from portscan.match.containers import substitute
 from portscan.kinds.yamlkeys import YamlPattern
 from portscan.ruleset.schema import Rule
 
@@ -121,7 +123,14 @@ def match_compose(text: str, rules: Sequence[Rule]) -> list[Match]:
     if any(hasattr(r.pattern, "matches_image") for r in rules):  # an ImageKind
         for _, node in walk(root, ["services", "*", "image"]):
             if isinstance(node, yaml.ScalarNode):
-                matches += image_matches(node.value, node.start_mark.index, rules)
+                start, end = _span(node)
+                raw = text[start:end]
+                at = start + max(raw.find(node.value), 0)
+                # ${IMAGE:-nvidia/cuda:12.1.0-base}: compose interpolation's default
+                matches += image_matches(substitute(node.value, {}), at, rules, length=len(node.value))
+    for key in ("command", "entrypoint", "healthcheck.test"):
+        for _, node in walk(root, ["services", "*", *key.split(".")]):
+            matches += command_matches(_compose_commands(node, text), rules)
     env_rules = [r for r in rules if hasattr(r.pattern, "matches_env")]  # an EnvKind
     for _, node in walk(root, ["services", "*", "environment"]):
         if isinstance(node, yaml.SequenceNode):  # - KEY=value
@@ -133,3 +142,42 @@ def match_compose(text: str, rules: Sequence[Rule]) -> list[Match]:
                 matches += env_matches(key.value, getattr(value, "value", ""),
                                        key.start_mark.index, env_rules)
     return matches
+
+
+def _compose_commands(node: Node, text: str) -> list[Command]:
+    """``command:``/``entrypoint:``/``healthcheck.test``: a string is a shell line, a list
+    is an argv (healthcheck's leading ``CMD``/``CMD-SHELL`` dropped), each at its offsets."""
+    if isinstance(node, yaml.ScalarNode):
+        return list(_scalar_commands(node, text))
+    items = scalar_items(node)
+    if items and items[0].value in ("CMD-SHELL", "NONE"):
+        return [c for item in items[1:] for c in _scalar_commands(item, text)]
+    if items and items[0].value == "CMD":
+        items = items[1:]
+    if len(items) >= 3 and items[0].value.rsplit("/", 1)[-1] in SHELLS and \
+            items[1].value in ("-c", "-lc", "-ec"):  # ["bash", "-c", "nvidia-smi && ..."]
+        return [c for item in items[2:3] for c in _scalar_commands(item, text)]
+    words = []
+    for item in items:
+        start, end = _span(item)
+        at = start + max(text[start:end].find(item.value), 0)
+        words.append(Word(item.value, at, at + len(item.value)))
+    return [Command((), tuple(words))] if words else []
+
+
+def _scalar_commands(node: yaml.ScalarNode, text: str) -> Iterator[Command]:
+    """The shell commands of a scalar, at their offsets in the file: the value is found in
+    the raw text whole (plain and quoted scalars) or line by line (block scalars)."""
+    start, end = _span(node)
+    raw = text[start:end]
+    found = raw.find(node.value)
+    if found >= 0:
+        yield from commands(node.value, start + found)
+        return
+    cursor = 0
+    for line in node.value.splitlines():
+        at = raw.find(line, cursor) if line else -1
+        if at < 0:
+            continue
+        cursor = at + len(line)
+        yield from commands(line, start + at)

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import groupby
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
+from portscan.filekinds import file_kind
+from portscan.kinds.rocm_wheels import rocm_wheels
 from portscan.report import clean, fix_counts, guard_note
 from portscan.model import Finding, ScanResult, Severity
+
+#: file kinds that pip or conda read to install the project
+MANIFEST_KINDS = frozenset({"requirements", "pyproject", "setupcfg", "conda"})
 
 #: Engineer-hours per (rule, file) pair, by severity: the effort heuristic, stated in
 #: the report. An error usually means replacing a dependency or a code path; a
@@ -102,6 +107,7 @@ def render_markdown(result: ScanResult) -> str:
                 f"{', '.join(f'`{s}`' for s in (*e.sources, *e.headers)) or '-'} | {e.findings} |"
                 for e in result.extensions]
         out.append("")
+    out += install_recipe(findings)
     safe, unsafe = fix_counts(findings)
     out += ["## Auto-fixable", "",
             f"{safe + unsafe} of {len(findings)} findings have an automatic fix: {safe} safe "
@@ -115,3 +121,45 @@ def render_markdown(result: ScanResult) -> str:
         out += [f"- `{e.path}` ({e.kind}): {_cell(e.message)}" for e in result.errors]
         out.append("")
     return "\n".join(out)
+
+
+def _manifest(finding: Finding) -> bool:
+    return finding.path.endswith("setup.py") or file_kind(PurePosixPath(finding.path)) in MANIFEST_KINDS
+
+
+def install_recipe(findings: list[Finding]) -> list[str]:
+    """"Installing on a ROCm machine": shown when the packaging rules found something.
+
+    pip replaces an installed ROCm torch with PyPI's CUDA build whenever a requirement
+    cannot be met by it, so the recipe installs torch from PyTorch's ROCm index first and
+    then the project against it, pinned by a constraints file; the requirements that
+    stand in the way are listed with their lines."""
+    packaging = [f for f in findings if f.category == "packaging"]
+    if not packaging:
+        return []
+    torch = rocm_wheels("torch")
+    version, index = torch.newest() if torch else ("<version>", "rocm<version>")
+    blockers = sorted((f for f in packaging if _manifest(f) and f.severity is not Severity.INFO),
+                      key=Finding.sort_key)
+    out = ["## Installing on a ROCm machine", "",
+           "`pip install -e .` or `pip install -r requirements.txt` replaces an installed ROCm "
+           "build of torch with PyPI's torch, which on Linux is the CUDA build, whenever a "
+           "requirement cannot be met by the installed one (a bound the ROCm build misses, a "
+           "`+cu12x` pin, a package that pins its own torch). Install torch from PyTorch's ROCm "
+           "index first, then the project against it:", "",
+           "```bash",
+           f"pip install torch=={version} --index-url https://download.pytorch.org/whl/{index}"
+           "  # other releases: https://pytorch.org/get-started/previous-versions/",
+           "pip freeze | grep -iE '^(torch|torchvision|torchaudio|pytorch-triton-rocm)==' "
+           "> rocm-constraints.txt",
+           "pip install -c rocm-constraints.txt -r requirements.txt  # or: pip install -c "
+           "rocm-constraints.txt -e .",
+           "```", "",
+           "With the constraints file pip stops with a conflict instead of swapping torch. "
+           "Add `--no-build-isolation` when the build needs torch (an isolated build fetches "
+           "the CUDA torch), and install a package whose own pins pull the CUDA torch with "
+           "`--no-deps`, or its ROCm build from the same index."]
+    if blockers:
+        out += ["", "Requirements that stand in the way:", ""]
+        out += [f"- {_where(f)} {f.rule}: {_cell(f.message)}" for f in blockers]
+    return out + [""]

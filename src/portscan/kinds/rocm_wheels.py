@@ -1,0 +1,71 @@
+"""Which releases of a package have ROCm wheels on download.pytorch.org, read from
+``rocm-wheels.toml`` (data with its sources, extended when PyTorch publishes a release).
+
+Used by the ``requirement`` kind (``rocm_wheels = "none"``: a specifier that no ROCm
+wheel meets, so pip swaps the installed ROCm torch for PyPI's CUDA build) and by the
+Markdown report's install recipe.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+TABLE = Path(__file__).resolve().parent / "rocm-wheels.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class RocmWheels:
+    """One package's releases with ROCm wheels, newest first."""
+
+    checked: Version  #: the newest release the list was read for
+    indexes: tuple[tuple[Version, tuple[str, ...]], ...]  #: (release, ROCm indexes), newest first
+
+    def newest(self) -> tuple[Version, str]:
+        """The newest release and its newest ROCm index (``2.10.0``, ``rocm7.1``)."""
+        version, names = self.indexes[0]
+        return version, names[0]
+
+    def none_meets(self, specifier: str) -> bool:
+        """True when no listed ROCm release meets ``specifier`` and the specifier names no
+        version past ``checked`` (those the list cannot speak for). CUDA local labels are
+        dropped first: ``==2.1.0+cu121`` asks for 2.1.0, which the local-version rule reports."""
+        try:
+            spec = SpecifierSet(",".join(_public(s) for s in specifier.split(",") if s.strip()))
+        except InvalidSpecifier:
+            return False
+        if not len(spec):
+            return False
+        try:
+            if any(Version(s.version.rstrip(".*")) > self.checked for s in spec):
+                return False
+        except InvalidVersion:
+            return False
+        return not any(spec.contains(version, prereleases=True) for version, _ in self.indexes)
+
+
+def _public(clause: str) -> str:
+    """``==2.1.0+cu121`` -> ``==2.1.0``."""
+    return clause.strip().split("+", 1)[0]
+
+
+@functools.cache
+def rocm_wheels(package: str) -> RocmWheels | None:
+    """The table for a normalised package name, or None when the data has none."""
+    with TABLE.open("rb") as handle:
+        data = tomllib.load(handle).get(package)
+    if not isinstance(data, dict):
+        return None
+    indexes = sorted(((Version(v), tuple(names)) for v, names in data["indexes"].items()),
+                     reverse=True)
+    return RocmWheels(Version(data["checked"]), tuple(indexes))
