@@ -143,3 +143,22 @@ def test_a_changed_hipify_table_misses_the_cache(tmp_path: Path, cache_dir: Path
     table.write_text("\n".join(line for line in hipify.TABLE.read_text().splitlines() if line != "cudaMalloc"))
     monkeypatch.setattr(hipify, "TABLE", table)
     assert [f.rule for f in scan_paths([project], rules, cache=cache_dir).findings] == ["PS924"]
+
+
+def test_the_key_covers_portscans_own_code(tmp_path: Path) -> None:
+    """An edited checkout (same version number) must not serve results of the code
+    before the edit: the salt holds a digest of the package's code and data files."""
+    from portscan.cache import Cache, code_digest, tree_digest
+
+    package = tmp_path / "pkg"
+    (package / "match").mkdir(parents=True)
+    (package / "match" / "python.py").write_text("A = 1\n")
+    (package / "match" / "hipify-names.txt").write_text("cudaMalloc\n")
+    before = tree_digest(package)
+    (package / "match" / "python.py").write_text("A = 2\n")
+    assert tree_digest(package) != before
+    (package / "match" / "python.py").write_text("A = 1\n")
+    assert tree_digest(package) == before
+    (package / "match" / "hipify-names.txt").write_text("cudaFree\n")
+    assert tree_digest(package) != before
+    assert code_digest() in Cache(tmp_path / "c", "salt").salt

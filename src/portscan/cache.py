@@ -1,8 +1,9 @@
 """A content cache for per-file scan results, kept outside every scanned tree.
 
 An entry is keyed by a hash of the file's text, its path and kind, the project's own
-module names, the rule pack (every rule file's bytes), the target and the portscan
-version, so any change to any of them misses; entries are content-addressed, so one
+module names, the rule pack (every rule file's bytes), the target and portscan itself
+(its version and a digest of its own code and data files, so an edited checkout never
+serves results of the code before the edit), so any change to any of them misses; entries are content-addressed, so one
 store serves every project. It holds the file's raw findings (before suppressions and
 per-file-ignores, which are cheap and read the text anyway), or the reason it could not
 be scanned, together with the CUDA extensions it declares (:class:`FileScan`).
@@ -22,6 +23,7 @@ skipped, not waited on for long); a corrupt or unreadable one is ignored and reb
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -83,12 +85,26 @@ def entry_key(salt: str, kind: str, path: str, first_party: Iterable[str], text:
     return digest.hexdigest()
 
 
+def tree_digest(root: Path) -> str:
+    """A hash of every code and data file below ``root`` (names and bytes)."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in (".py", ".txt", ".toml")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def code_digest() -> str:
+    """:func:`tree_digest` of the installed portscan package (a few ms, once per run)."""
+    return tree_digest(Path(__file__).resolve().parent)
+
+
 class Cache:
     """Values by key, each stored as JSON with the type it was written as; every
     failure degrades to "not cached"."""
 
     def __init__(self, folder: Path, salt: str) -> None:
-        self.salt = f"{__version__}|shape {SHAPE}|{salt}"
+        self.salt = f"{__version__}|{code_digest()}|shape {SHAPE}|{salt}"
         self._pending: dict[str, str] = {}
         self._db: sqlite3.Connection | None = None
         try:
