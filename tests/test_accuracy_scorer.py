@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from dataclasses import replace
 import subprocess
 import sys
 import tarfile
@@ -15,7 +16,8 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "benchmarks" / "accuracy"))
 
 import run  # noqa: E402
-from score import CorpusError, Finding, Score, cuda_nearby, drifted, precision, read_tree, score_tree  # noqa: E402
+from score import (CorpusError, Finding, Label, Score, cuda_nearby, drifted, precision, read_tree,  # noqa: E402
+                   score_tree)
 
 TREE = '''
 [tree]
@@ -173,3 +175,18 @@ def test_git_trees_are_found_and_exported(tmp_path: Path) -> None:
     assert root == tmp_path / "cache" / "trees" / "demo-1"
     assert (root / "train.py").read_text() == (work / "train.py").read_text()
     assert len(drifted(tree, root)) == 1  # only the deliberately stale judgement
+
+
+def test_a_finding_nearer_a_true_label_does_not_violate_a_trap(tmp_path: Path) -> None:
+    """A finding belongs to the nearest label (ties to the true one): the real finding
+    on a true label's line does not count against a trap two lines away, a finding
+    nearer the trap still does."""
+    true = Label("demo-1", "a.cu", 6, "kernel", "true", "the real site", "x")
+    trap = Label("demo-1", "a.cu", 8, "kernel", "trap", "a construct that works", "y")
+    tree = replace(read_tree(write_tree(tmp_path)), labels=(true, trap), judgements=())
+    on_true = Finding("PS927", "a.cu", 6, "error")
+    on_trap = Finding("PS911", "a.cu", 8, "warning")
+    for findings, violations in (([on_true], 0), ([on_true, on_trap], 1), ([Finding("PS9", "a.cu", 7, "error")], 0)):
+        score = Score()
+        score_tree(tree, findings, {}, score)
+        assert (score.total.found, score.total.violations) == (1, violations)

@@ -159,10 +159,12 @@ def line_count(root: Path) -> int:
 
 
 def table(title: str, rows: dict[str, Tally]) -> list[str]:
-    out = [f"| {title} | true labels | recall (warning+) | recall (any) | traps | trap violations |",
-           "|---|---|---|---|---|---|"]
+    out = [f"| {title} | true labels | recall (warning+) | recall (any) | recall (warning+), CUDA token nearby "
+           "| traps | trap violations |",
+           "|---|---|---|---|---|---|---|"]
     for name, t in rows.items():
-        out.append(f"| {name} | {t.true} | {ratio(t.found, t.true)} | {ratio(t.found_any, t.true)} | {t.traps} "
+        out.append(f"| {name} | {t.true} | {ratio(t.found, t.true)} | {ratio(t.found_any, t.true)} "
+                   f"| {ratio(t.cuda_found, t.cuda_true)} ({t.cuda_found}/{t.cuda_true}) | {t.traps} "
                    f"| {t.violations} ({ratio(t.violations, t.traps)}) |")
     return out
 
@@ -177,7 +179,8 @@ def render(score: Score, trees: list[Tree], skipped: list[str], timings: list[tu
     out = ["# Accuracy on real code", "",
            f"Measured {stamp} with portscan {portscan.__version__} on {platform.machine()}, Python "
            f"{platform.python_version()}: `python benchmarks/accuracy/run.py` "
-           f"(corpus: benchmarks/accuracy/, {len(trees)} trees scored, {labels} labels).", "",
+           f"(corpus: benchmarks/accuracy/, {len(trees)} trees scored, {labels} labels). "
+           "Before/after figures of past changes: [ACCURACY-HISTORY.md](ACCURACY-HISTORY.md).", "",
            "| measure | value |", "|---|---|",
            f"| recall, warning or above (true labels found) | {ratio(t.found, t.true)} ({t.found}/{t.true}) |",
            f"| recall, any severity | {ratio(t.found_any, t.true)} ({t.found_any}/{t.true}) |",

@@ -198,11 +198,22 @@ class Score:
     gone: int = 0  #: judged findings no longer reported
 
 
+def closer_to_a_true_label(finding: Finding, trap: Label, labels: Sequence[Label]) -> bool:
+    """Is some true label of the same file at least as close to ``finding`` as ``trap``?
+    Then the finding is that site's (a real finding two lines from a trap is not a
+    violation of the trap)."""
+    distance = abs(finding.line - trap.line)
+    return any(x.kind == "true" and x.path == finding.path and abs(finding.line - x.line) <= distance
+               for x in labels)
+
+
 def score_tree(tree: Tree, findings: Sequence[Finding], has_cuda: Mapping[Label, bool], into: Score) -> None:
     """Add one tree's labels and judgements, against its findings, to ``into``."""
     for label in tree.labels:
         one = Tally()
         warned = near(findings, label.path, label.line, severities=WARNING_UP)
+        if label.kind == "trap":
+            warned = [f for f in warned if not closer_to_a_true_label(f, label, tree.labels)]
         if label.kind == "true":
             one.true, one.found = 1, int(bool(warned))
             one.found_any = int(bool(near(findings, label.path, label.line)))
