@@ -7,19 +7,32 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from portscan import baseline
 from portscan.baseline import BaselineError, Filtered
-from portscan.fix.apply import FixRun, fix_paths
+from portscan.config import Config
 from portscan.model import ScanResult
+from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_paths
 
-__all__ = ["BaselineError", "Filtered", "FixRun", "apply_baseline", "fix", "scan", "write_baseline"]
+__all__ = ["BaselineError", "Filtered", "apply_baseline", "fix", "scan", "write_baseline"]
 
 #: scan files and directories (see :func:`portscan.scan.scan_paths`)
 scan = scan_paths
-#: fix the Python files below paths (see :func:`portscan.fix.apply.fix_paths`)
-fix = fix_paths
+if TYPE_CHECKING:
+    from portscan.fix.apply import FixRun
+
+
+def fix(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True,
+        config: Config | None = None, force_exclude: bool = False, cache: Path | None = None,
+        workers: int | None = None) -> FixRun:
+    """Fix the Python files below paths (see :func:`portscan.fix.apply.fix_paths`). The
+    fixer (LibCST's codemods) is imported only here: a scan does not pay for it."""
+    from portscan.fix.apply import fix_paths
+
+    return fix_paths(paths, rules, unsafe, write, config, force_exclude, cache, workers)
 
 
 def apply_baseline(result: ScanResult, path: Path) -> tuple[ScanResult, Filtered]:

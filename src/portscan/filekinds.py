@@ -19,7 +19,7 @@ from portscan.match.ci import match_ci, match_jenkinsfile
 from portscan.match.cmake import match_cmake
 from portscan.match.containers import match_apptainer, match_dockerfile
 from portscan.match.gitmodules import match_gitmodules
-from portscan.match.kernels import match_cpp, match_cuda
+from portscan.match.kernels import match_cpp, match_cuda, mentions_cuda
 from portscan.match.makefiles import match_makefile
 from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
 from portscan.match.shell import match_shell
@@ -53,6 +53,9 @@ class FileKind:
     fence: str = "text"  #: the Markdown code-fence language of its examples
     #: the matcher gets only the rules the literal prefilter keeps (see ``RuleSet.candidates``)
     prefiltered: bool = False
+    #: a cheap test a text must pass for the matcher to find anything (C++: a CUDA token);
+    #: a scan settles a file that fails it without reading it further
+    may_match: Callable[[str], bool] = lambda text: True
 
 
 def _python(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
@@ -174,7 +177,7 @@ FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("cuda", _suffix(".cu", ".cuh"), _cuda, comment="//", fence="cpp"),
     #: read only when the text holds a CUDA token (``portscan.match.kernels.mentions_cuda``)
     FileKind("cpp", _suffix(".cpp", ".cc", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx"), _cpp,
-             comment="//", fence="cpp"),
+             comment="//", fence="cpp", may_match=mentions_cuda),
     FileKind("shell", _suffix(".sh", ".bash"), _text(match_shell), fence="bash"),
     FileKind("cmake", _cmake, _text(match_cmake), fence="cmake"),
     FileKind("makefile", _makefile, _text(match_makefile), fence="makefile"),

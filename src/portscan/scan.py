@@ -210,16 +210,23 @@ PARALLEL_MIN = 24
 BULK_MIN = 200
 
 
-def _work(settings: tuple[RuleSet, Target | None], job: tuple[SourcePath, str, frozenset[str]]) -> FileScan:
-    rules, target = settings
+#: the file kinds whose files a scan works out ahead, in the process pool when there are
+#: enough: Python (prefiltered on the rules' tokens) and C++/CUDA kernel code
+POOLED = frozenset({"python", "cpp", "cuda"})
+_KERNEL_KINDS = frozenset({"cpp", "cuda"})
+
+
+def _work(settings: tuple[RuleSet, Target | None, frozenset[str] | None],
+          job: tuple[SourcePath, str, frozenset[str]]) -> FileScan:
+    rules, target, hipify = settings
     source, text, first_party = job
-    return file_scan(source, text, rules, first_party, None, target)
+    return file_scan(source, text, rules, first_party, hipify if source.kind in _KERNEL_KINDS else None, target)
 
 
 def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet, target: Target | None,
-              workers: int) -> list[FileScan]:
+              hipify: frozenset[str] | None, workers: int) -> list[FileScan]:
     """The :func:`file_scan` of each of ``jobs`` in order, from ``workers`` processes."""
-    return map_in_processes(_work, (rules, target), jobs, workers, size=lambda job: len(job[1]))
+    return map_in_processes(_work, (rules, target, hipify), jobs, workers, size=lambda job: len(job[1]))
 
 
 def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -320,11 +327,11 @@ def _needs_text(scanned: FileScan, text: str, inputs: _Inputs) -> bool:
 
 
 def _ahead(sources: Sequence[SourcePath], inputs: _Inputs, workers: int | None) -> dict[Path, _Ahead]:
-    """The raw results of Python files worked out ahead: worked out already (``known``),
-    from the cache, from the prefilter (no candidate rule: nothing to parse), or in a
-    process pool. With many files to look at, the workers run the prefilter too, and
-    they also find the extensions declared in the files they parse. Files left out are
-    scanned in their turn."""
+    """The raw results of Python and kernel files worked out ahead: worked out already
+    (``known``), from the cache, from a prefilter (Python: no candidate rule; C++: no
+    CUDA token; either way nothing to parse), or in a process pool. With many Python
+    files to look at, the workers run the prefilter too, and they also find the
+    extensions declared in the files they parse. Files left out are scanned in their turn."""
     ahead: dict[Path, _Ahead] = {}
     pending: list[tuple[SourcePath, str, str | None]] = []
 
@@ -332,7 +339,7 @@ def _ahead(sources: Sequence[SourcePath], inputs: _Inputs, workers: int | None) 
         ahead[source.path.absolute()] = _Ahead(scanned, text if _needs_text(scanned, text, inputs) else None)
 
     for source in sources:
-        if source.kind != "python":
+        if source.kind not in POOLED:
             continue
         try:
             text = inputs.text(source)
@@ -342,23 +349,29 @@ def _ahead(sources: Sequence[SourcePath], inputs: _Inputs, workers: int | None) 
         key, cached = (None, FileScan(known)) if known is not None else inputs.lookup(source, text)
         if cached is not None:
             settle(source, text, cached)
-        else:
+        elif BY_NAME[source.kind].may_match(text):
             pending.append((source, text, key))
+        else:
+            inputs.store(key, FileScan(()))
+            settle(source, text, FileScan(()))
     count = workers if workers is not None else min(os.cpu_count() or 1, 8)
-    if count > 1 and len(pending) >= BULK_MIN:
+    python = sum(source.kind == "python" for source, _, _ in pending)
+    if count > 1 and python >= BULK_MIN:
         jobs = pending
     else:
         jobs = []
         for source, text, key in pending:
-            if inputs.rules.candidates(text) or declares_extensions(source.kind, text):
+            if (source.kind != "python" or inputs.rules.candidates(text)
+                    or declares_extensions(source.kind, text)):
                 jobs.append((source, text, key))
             else:
                 inputs.store(key, FileScan(()))
                 settle(source, text, FileScan(()))
         if len(jobs) < PARALLEL_MIN or count <= 1:
             return ahead  # the rest are parsed one by one, in their turn
-    results = _parallel([(source, text, inputs.first_party(source.path.parent)) for source, text, _ in jobs],
-                        inputs.rules, inputs.target, count)
+    hipify = inputs.hipify() if any(source.kind in _KERNEL_KINDS for source, _, _ in jobs) else None
+    results = _parallel([(source, text, inputs.own_modules(source)) for source, text, _ in jobs],
+                        inputs.rules, inputs.target, hipify, count)
     for (source, text, key), scanned in zip(jobs, results, strict=True):
         inputs.store(key, scanned)
         settle(source, text, scanned)
