@@ -8,6 +8,7 @@ import pytest
 
 from portscan.model import Finding
 from portscan.ruleset.loader import RuleSet, load_rules
+from portscan.ruleset.schema import Rule, parse_rule
 from portscan.scan import scan_source
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,3 +39,16 @@ def scan(rules: RuleSet):
         return list(scan_source(textwrap.dedent(source), "example.py", selected, first_party))
 
     return run
+
+
+def inline_rule(code: str, match: dict, message: str = "${matched}", supersedes: tuple[str, ...] = ()) -> Rule:
+    """A rule made in a test, with placeholder prose and examples around ``match``."""
+    data: dict = {
+        "code": code, "name": f"r-{code.lower()}", "category": "test", "severity": "warning",
+        "confidence": "high", "message": message, "rocm": "r", "rewrite": "w",
+        "references": ["https://example.org"], "match": match,
+        "bad": [{"source": "x"}], "good": [{"source": "x"}],
+    }
+    if supersedes:
+        data["supersedes"] = list(supersedes)
+    return parse_rule(data, "inline")

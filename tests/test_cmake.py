@@ -16,10 +16,11 @@ from portscan.match.cmake import read_cmake
 from portscan.match.makefiles import braced, read_makefile, recipe_commands
 from portscan.model import Severity
 from portscan.ruleset.loader import RuleSet
-from portscan.ruleset.schema import RuleFileError, parse_rule
+from portscan.ruleset.schema import RuleFileError
 from portscan.scan import scan_paths, scan_source
 
 from conftest import REPO
+from conftest import inline_rule as rule
 
 FIXTURE = REPO / "fixtures" / "cmake-extension"
 
@@ -44,13 +45,6 @@ EXPECTED = [
 ]
 
 
-def rule(code: str, match: dict, message: str = "${matched}"):
-    return parse_rule({
-        "code": code, "name": f"r-{code.lower()}", "category": "test", "severity": "warning",
-        "confidence": "high", "message": message, "rocm": "r", "rewrite": "w",
-        "references": ["https://example.org"], "match": match,
-        "bad": [{"source": "x"}], "good": [{"source": "x"}],
-    }, "inline")
 
 
 def run(path: str, source: str, *rules):

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import libcst as cst
 import pytest
+from conftest import inline_rule
 from libcst.metadata import MetadataWrapper, QualifiedNameProvider, QualifiedNameSource
 
 from portscan.match.python import _Collector, _Index
-from portscan.ruleset.schema import parse_rule
 from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_source
 from portscan.match.syntax import Walker
@@ -22,15 +22,7 @@ FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "cuda-trainer"
 
 
 def rule(code: str, match: dict, supersedes: tuple[str, ...] = (), message: str = "`${matched}`"):
-    data = {
-        "code": code, "name": f"r-{code.lower()}", "category": "test", "severity": "warning",
-        "confidence": "high", "message": message, "rocm": "r", "rewrite": "w",
-        "references": ["https://example.org"], "match": match,
-        "bad": [{"source": "x"}], "good": [{"source": "x"}],
-    }
-    if supersedes:
-        data["supersedes"] = list(supersedes)
-    return parse_rule(data, "inline")
+    return inline_rule(code, match, message, supersedes)
 
 
 def run(source: str, *rules, first_party: frozenset[str] = frozenset()):

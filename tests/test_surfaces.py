@@ -7,21 +7,14 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import inline_rule as rule
 
 from portscan.match.commands import commands, lex, pip_arguments
 from portscan.match.kernels import strip_code
-from portscan.ruleset.schema import parse_rule
 from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_paths, scan_source
 
 
-def rule(code: str, match: dict, message: str = "${matched}"):
-    return parse_rule({
-        "code": code, "name": f"r-{code.lower()}", "category": "test", "severity": "warning",
-        "confidence": "high", "message": message, "rocm": "r", "rewrite": "w",
-        "references": ["https://example.org"], "match": match,
-        "bad": [{"source": "x"}], "good": [{"source": "x"}],
-    }, "inline")
 
 
 def run(path: str, source: str, *rules, hipify: frozenset[str] | None = None):

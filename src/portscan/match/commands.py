@@ -247,3 +247,26 @@ def pip_arguments(command: Command) -> tuple[list[Word], list[Word]] | None:
         elif not value.startswith("-") and value not in (".", "..") and "\0" not in value:
             requirements.append(word)
     return requirements, indexes
+
+
+def continued_lines(text: str, comments_continue: bool = False) -> Iterator[tuple[int, str]]:
+    """(offset, raw text) of each line joined with its backslash continuations (raw: the
+    ``\\`` and newlines stay, so offsets into it are offsets into the file). With
+    ``comments_continue`` (Dockerfiles), a ``#`` line inside a continuation keeps it going."""
+    offset = 0
+    lines = text.splitlines(keepends=True)
+    i = 0
+    while i < len(lines):
+        start = offset
+        body = lines[i]
+        offset += len(body)
+        i += 1
+        continued = body.rstrip("\r\n").endswith("\\")
+        while continued and i < len(lines):
+            line = lines[i]
+            body += line
+            offset += len(line)
+            i += 1
+            if not (comments_continue and line.lstrip().startswith("#")):
+                continued = line.rstrip("\r\n").endswith("\\")
+        yield start, body

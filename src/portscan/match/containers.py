@@ -19,7 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from portscan.match import Match
-from portscan.match.commands import Command, Word, commands
+from portscan.match.commands import Command, Word, commands, continued_lines
 from portscan.match.common import command_matches, env_matches, image_matches, image_name
 from portscan.ruleset.schema import Rule
 
@@ -46,21 +46,7 @@ def instructions(text: str) -> Iterator[tuple[str, int, str]]:
     The arguments keep their raw layout: a continued line's ``\\`` and newline stay in
     the text, so offsets into it are offsets into the file.
     """
-    offset = 0
-    lines = text.splitlines(keepends=True)
-    i = 0
-    while i < len(lines):
-        start = offset
-        body = lines[i]
-        offset += len(lines[i])
-        i += 1
-        continued = body.rstrip("\r\n").endswith("\\")
-        while continued and i < len(lines):
-            body += lines[i]
-            if not lines[i].lstrip().startswith("#"):  # comment lines keep a RUN continued
-                continued = lines[i].rstrip("\r\n").endswith("\\")
-            offset += len(lines[i])
-            i += 1
+    for start, body in continued_lines(text, comments_continue=True):  # comment lines keep a RUN continued
         stripped = body.lstrip()
         if not stripped or stripped.startswith("#"):
             continue

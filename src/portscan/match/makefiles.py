@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from portscan.match import Match
-from portscan.match.commands import Command, Word, commands, lex
+from portscan.match.commands import Command, Word, commands, continued_lines, lex
 from portscan.match.common import command_matches, env_matches
 from portscan.ruleset.schema import Rule
 
@@ -29,24 +29,6 @@ _REFERENCE = re.compile(r"^\$\{(?P<name>[A-Za-z_][\w.-]*)\}$")
 _RECIPE_PREFIX = re.compile(r"^[@+\-]+")
 _DEPTH = 4  #: variables referring to variables, followed this deep
 _WIDTH = 256  #: words one reference may expand to (a bound, for pathological files)
-
-
-def logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """(offset, text) of each line with its backslash continuations (raw, so offsets into
-    the text are offsets into the file)."""
-    offset = 0
-    lines = text.splitlines(keepends=True)
-    i = 0
-    while i < len(lines):
-        start = offset
-        body = lines[i]
-        offset += len(lines[i])
-        i += 1
-        while body.rstrip("\r\n").endswith("\\") and i < len(lines):
-            body += lines[i]
-            offset += len(lines[i])
-            i += 1
-        yield start, body
 
 
 def braced(text: str) -> str:
@@ -86,7 +68,7 @@ def read_makefile(text: str) -> Makefile:
     recipes: list[tuple[int, str]] = []
     exports: list[Word] = []
     in_rule = False
-    for offset, line in logical_lines(text):
+    for offset, line in continued_lines(text):
         if line.startswith("\t"):
             if in_rule:
                 recipes.append((offset + 1, line[1:]))
