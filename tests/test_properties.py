@@ -8,6 +8,7 @@ A bounded number of examples runs in CI; set PORTSCAN_FUZZ_EXAMPLES for a longer
 from __future__ import annotations
 
 import os
+from pathlib import Path, PurePosixPath
 
 import pytest
 
@@ -17,6 +18,7 @@ hypothesmith = pytest.importorskip("hypothesmith")
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
+from portscan.filekinds import file_kind  # noqa: E402
 from portscan.fix.engine import fix_source  # noqa: E402
 from portscan.parse import SourceError, parse_python  # noqa: E402
 from portscan.ruleset.loader import load_rules  # noqa: E402
@@ -64,3 +66,43 @@ def _compiles(source: str) -> bool:
     except (SyntaxError, ValueError):
         return False
     return True
+
+
+def _examples_by_path() -> list[tuple[str, str]]:
+    """(path, source) of every rule example and fixture file of a file kind other than
+    Python (the fixtures bring the kinds no example uses, such as Jenkinsfiles)."""
+    found = {(e.path, e.source) for r in RULES.rules for e in (*r.bad, *r.good) if not e.path.endswith(".py")}
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    for path in sorted(fixtures.rglob("*")):
+        kind = file_kind(PurePosixPath(path.name)) or file_kind(PurePosixPath(path.relative_to(fixtures).as_posix()))
+        if path.is_file() and kind not in (None, "python") and path.stat().st_size < 20_000:
+            found.add((path.relative_to(fixtures).as_posix(), path.read_text(encoding="utf-8", errors="replace")))
+    return sorted(found)
+
+
+TEXT_EXAMPLES = _examples_by_path()
+#: characters that open, close or separate something in one of the text formats
+SYNTAX = "\"'\\$(){}[]#:\n\t|&;<>=`-*@%"
+
+
+@settings(SETTINGS, max_examples=max(EXAMPLES * 10, 300))  # a text file scans in ~1 ms
+@given(example=st.sampled_from(TEXT_EXAMPLES), cut=st.integers(min_value=0, max_value=10_000),
+       inserts=st.lists(st.tuples(st.integers(min_value=0, max_value=10_000), st.text(SYNTAX, min_size=1, max_size=4)),
+                        max_size=6))
+def test_every_reader_survives_mangled_files(example: tuple[str, str], cut: int,
+                                             inserts: list[tuple[int, str]]) -> None:
+    """The readers of the other file kinds (CMake, Makefiles, CI YAML, Jenkinsfiles,
+    .gitmodules, Dockerfiles, Apptainer, manifests, shell, C++/CUDA) get their rules'
+    examples truncated and with syntax characters spliced in: a file may be reported as
+    unparsable, but nothing else raises and every finding lies inside the text."""
+    path, source = example
+    text = source[: cut % (len(source) + 1)]
+    for at, chars in inserts:
+        at %= len(text) + 1
+        text = text[:at] + chars + text[at:]
+    try:
+        findings = scan_source(text, path, RULES)
+    except SourceError:
+        return  # documented: the file is reported as unparsable, the scan goes on
+    lines = text.count("\n") + 1
+    assert all(1 <= f.span.line <= f.span.end_line <= lines for f in findings), findings

@@ -36,7 +36,7 @@ from portscan.match import Match
 from portscan.match.commands import Command, Word, commands, lex
 from portscan.match.common import command_matches, env_matches, image_matches
 from portscan.match.levels import VENDOR_BRANCH
-from portscan.match.yamlfiles import compose_yaml_or_error, mapping_get, walk, yaml_matches
+from portscan.match.yamlfiles import compose_yaml_or_error, mapping_get, sequence_items, walk, yaml_matches
 from portscan.ruleset.schema import Rule
 
 #: keys whose value is a shell script (or a list of script lines)
@@ -127,7 +127,7 @@ def _matrix(node: Node | None, scope: dict[str, tuple[str, ...]]) -> None:
 
 def _gitlab_matrix(node: Node | None, scope: dict[str, tuple[str, ...]]) -> None:
     """GitLab ``parallel: {matrix: [{CUDA: ["11.8", "12.1"]}, ...]}``."""
-    for entry in getattr(mapping_get(node, "matrix"), "value", None) or []:
+    for entry in sequence_items(mapping_get(node, "matrix")):
         if isinstance(entry, yaml.MappingNode):
             for key, value in entry.value:
                 items = value.value if isinstance(value, yaml.SequenceNode) else [value]

@@ -12,9 +12,11 @@ import re
 import sys
 from collections.abc import Iterator, Sequence
 
+import yaml
+
 from portscan.match import Match
 from portscan.match.common import INDEX_OPTION, index_matches, requirement_matches
-from portscan.match.yamlfiles import compose_yaml, mapping_get, scalar_items
+from portscan.match.yamlfiles import compose_yaml, mapping_get, scalar_items, sequence_items
 from portscan.ruleset.schema import Rule
 
 if sys.version_info >= (3, 11):
@@ -221,11 +223,10 @@ def match_conda(text: str, rules: Sequence[Rule]) -> list[Match]:
     if root is None:
         return []
     matches: list[Match] = []
-    for node in scalar_items(mapping_get(root, "channels")):
-        matches += index_matches(node.value, node.start_mark.index, rules, channel=True)
-    dependencies = mapping_get(root, "dependencies")
-    for node in getattr(dependencies, "value", []) if dependencies is not None else []:
-        if node.tag.endswith(":str"):
+    for channel in scalar_items(mapping_get(root, "channels")):
+        matches += index_matches(channel.value, channel.start_mark.index, rules, channel=True)
+    for node in sequence_items(mapping_get(root, "dependencies")):
+        if isinstance(node, yaml.ScalarNode):
             matches += requirement_matches(node.value, node.start_mark.index, rules, conda=True)
         else:
             for item in scalar_items(mapping_get(node, "pip")):

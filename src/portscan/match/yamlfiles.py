@@ -50,11 +50,15 @@ def mapping_get(node: Node | None, key: str) -> Node | None:
     return None
 
 
+def sequence_items(node: Node | None) -> list[Node]:
+    """The items of a sequence node; nothing for any other node (a file may hold a
+    scalar where a list belongs)."""
+    return list(node.value) if isinstance(node, yaml.SequenceNode) else []
+
+
 def scalar_items(node: Node | None) -> list[yaml.ScalarNode]:
     """The scalar items of a sequence node."""
-    if isinstance(node, yaml.SequenceNode):
-        return [item for item in node.value if isinstance(item, yaml.ScalarNode)]
-    return []
+    return [item for item in sequence_items(node) if isinstance(item, yaml.ScalarNode)]
 
 
 def walk(node: Node | None, path: Sequence[str]) -> Iterator[tuple[str, Node]]:
