@@ -57,12 +57,17 @@ def test_every_kind_on_the_cuda_surface_matches_kernel_sources() -> None:
             assert issubclass(pattern, KernelKind), pattern.kind
 
 
-def test_every_kind_on_the_python_surface_is_filed_for_the_walk() -> None:
-    """A Python kind missing from the index would silently match nothing."""
-    from portscan.match.python import _INDEXERS
+def test_every_kind_on_the_python_surface_resolves_its_own_sites() -> None:
+    """A Python kind without ``resolve_python`` would silently match nothing; the sites
+    it reads must be ones the walk records."""
+    from portscan.kinds.python_surface import SITES
 
-    python = {pattern for pattern in KINDS.values() if "python" in pattern.surfaces}
-    assert python == set(_INDEXERS)
+    for pattern in KINDS.values():
+        if "python" in pattern.surfaces:
+            assert callable(getattr(pattern, "resolve_python", None)), pattern.kind
+            assert pattern.python_sites and pattern.python_sites <= SITES, pattern.kind
+        else:
+            assert not hasattr(pattern, "resolve_python"), pattern.kind
 
 
 @pytest.mark.parametrize(("method", "protocol"), [

@@ -3,8 +3,10 @@
 A kind's module holds its frozen dataclass, which reads itself strictly from the
 ``[match]`` table (``read``, unknown keys are errors), states the message variables it
 provides (``variables``), the file kinds it applies to (``surfaces``), the literal tokens
-a file must contain for it to possibly match (``token_sets``, the prefilter) and what it
-matches in words (``describe``, the rule page). :data:`Pattern` below is the registry:
+a file must contain for it to possibly match (``token_sets``, the prefilter), what it
+matches in words (``describe``, the rule page), and how it finds its matches in the
+sites its surfaces hand it (Python kinds: ``python_sites`` and ``resolve_python``, see
+:mod:`portscan.kinds.python_surface`). :data:`Pattern` below is the registry:
 one line per kind. ``docs/rule-format.md`` ("Adding a match kind") walks through one.
 """
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PYTHON, code_list
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader, literal_in
@@ -18,6 +20,8 @@ class AssignPattern:
 
     kind: ClassVar[str] = "assign"
     surfaces: ClassVar[frozenset[str]] = PYTHON
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"stores", "named-stores"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     targets: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
@@ -45,3 +49,31 @@ class AssignPattern:
     def accepts_value(self, value: object) -> bool:
         """``value``: the assigned literal, or ``MISSING`` when it is not one."""
         return not self.values or literal_in(value, self.values)
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    def store_names(self) -> tuple[str, ...]:
+        """The bare names whose stores the walk records for this pattern."""
+        return self.names
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, AssignPattern]], surface: PythonSurface) -> None:
+        """Stores into a listed qualified target, or into a listed bare name, of an
+        accepted value."""
+        targets: dict[str, list[tuple[Any, AssignPattern]]] = {}
+        names: dict[str, list[tuple[Any, AssignPattern]]] = {}
+        for rule, p in rules:
+            for target in p.targets:
+                targets.setdefault(target, []).append((rule, p))
+            for name in p.names:
+                names.setdefault(name, []).append((rule, p))
+        for chain, value in surface.stores if targets else ():
+            for qualified in chain.scope.qualified(chain.parts):
+                for rule, p in targets.get(qualified, ()):
+                    if p.accepts_value(surface.literal(value)):
+                        node = chain.nodes[-1]
+                        surface.hit(rule, id(node), node, name=qualified, value=surface.snippet(value))
+        for target_node, name, value in surface.named_stores:
+            for rule, p in names.get(name, ()):
+                if p.accepts_value(surface.literal(value)):
+                    surface.hit(rule, id(target_node), target_node, name=name, value=surface.snippet(value))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from portscan.kinds.python_surface import PythonSurface
 from portscan.bounded import Regex
 from portscan.kinds.common import PYTHON, WORDISH, code_list, name_matches
 from portscan.kinds.sites import ArgumentSite
@@ -78,6 +80,8 @@ class CallPattern:
 
     kind: ClassVar[str] = "call"
     surfaces: ClassVar[frozenset[str]] = PYTHON
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
     callees: tuple[str, ...]
     args: tuple[ArgCondition, ...] = ()
@@ -125,3 +129,18 @@ class CallPattern:
     def matched_callee(self, names: list[str]) -> str | None:
         """The first of a call's qualified names (``names``) that is one of the callees."""
         return next((n for n in names for c in self.callees if name_matches(n, c)), None)
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, CallPattern]], surface: PythonSurface) -> None:
+        """Each call of a listed callee whose arguments meet the conditions."""
+        for call, scope in surface.calls:
+            names = surface.callee_names(call, scope)
+            if not names:
+                continue
+            for rule, p in rules:
+                name = p.matched_callee(names)
+                if name is not None and all(cond.accepts(surface.argument_site(call, cond.position, cond.keyword),
+                                                         surface.passes_kwargs(call)) for cond in p.args):
+                    surface.hit(rule, id(call), call, name=name)

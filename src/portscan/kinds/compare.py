@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import MISSING, Literal, PatternError, TableReader, literal_in
 
 #: Written with the call on the left: ``f() in (...)`` is "in"; ``"x" in f()`` is "contains".
+#: an operator with its sides swapped (``3 < x`` is ``x > 3``)
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in", "contains", "not contains")
 
 
@@ -19,6 +23,8 @@ class ComparePattern:
 
     kind: ClassVar[str] = "compare"
     surfaces: ClassVar[frozenset[str]] = PYTHON
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"compares"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     callees: tuple[str, ...]
     attributes: tuple[str, ...] = ()  #: operand must be ``call().attr`` with one of these
@@ -92,3 +98,28 @@ class ComparePattern:
             elif not literal_in(value, self.values):
                 return None
         return name
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, ComparePattern]], surface: PythonSurface) -> None:
+        """Each comparison step with a listed call (or its ``[i]``/``.attr``) on either side."""
+        for comparison, scope in surface.compares:
+            left = comparison.left
+            for target in comparison.comparisons:
+                op = surface.operator(target)
+                right = target.comparator
+                for operand, other, flipped in ((left, right, False), (right, left, True)):
+                    source = surface.operand_source(operand, scope)
+                    if source is None:
+                        continue
+                    names, accessor = source
+                    step = _FLIP.get(op, op) if flipped else op
+                    if flipped and step in ("in", "not in"):
+                        step = "contains" if step == "in" else "not contains"
+                    value = surface.literal(other)
+                    for rule, p in rules:
+                        name = p.matched_callee(names, accessor, step, value)
+                        if name is not None:
+                            surface.hit(rule, id(comparison), comparison, name=name, value=surface.snippet(other))
+                left = right

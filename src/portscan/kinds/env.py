@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+import libcst as cst
+
+from portscan.kinds.python_surface import PythonSurface
 from portscan.bounded import Regex
 from portscan.kinds.common import CI, code_list
 from portscan.ruleset.prefilter import Token
@@ -19,6 +23,8 @@ class EnvPattern:
     kind: ClassVar[str] = "env"
     surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "compose", "makefile",
                                                     "apptainer"}) | CI
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"calls", "item-stores"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     names: tuple[str, ...]
     values: tuple[Literal, ...] = ()
@@ -54,3 +60,38 @@ class EnvPattern:
         if self.values and not literal_in(value, self.values):
             return False
         return self.regex is None or self.regex.search(text or "") is not None
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, EnvPattern]], surface: PythonSurface) -> None:
+        """``os.environ[K] = v``, ``os.environ.setdefault(K, v)``, ``os.environ.update(...)``,
+        ``os.putenv(K, v)`` with a listed name and an accepted value."""
+        by_name: dict[str, list[tuple[Any, EnvPattern]]] = {}
+        for rule, p in rules:
+            for name in p.names:
+                by_name.setdefault(name, []).append((rule, p))
+
+        def hit(key: cst.BaseExpression, value: cst.BaseExpression) -> None:
+            name = key.value if isinstance(key, cst.Name) else surface.text(key)
+            for rule, p in by_name.get(name or "", ()):
+                if p.accepts_python_value(surface.literal(value), surface.text(value)):
+                    surface.hit(rule, id(key), key, name=name or "", value=surface.snippet(value))
+
+        for chain, key, value in surface.item_stores:
+            if "os.environ" in chain.scope.qualified(chain.parts):
+                hit(key, value)
+        for call, scope in surface.calls:
+            names = surface.callee_names(call, scope)
+            if "os.environ.setdefault" in names or "os.putenv" in names:
+                env_key, env_value = surface.argument(call, 0, "key"), surface.argument(call, 1, "value")
+                if env_key is not None and env_value is not None:
+                    hit(env_key, env_value)
+            elif "os.environ.update" in names:
+                for arg in call.args:
+                    if arg.keyword is not None:
+                        hit(arg.keyword, arg.value)
+                    elif isinstance(arg.value, cst.Dict):
+                        for element in arg.value.elements:
+                            if isinstance(element, cst.DictElement):
+                                hit(element.key, element.value)

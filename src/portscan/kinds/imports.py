@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PYTHON, code_list, is_at_or_below
 from portscan.ruleset.prefilter import Token, import_anchor, segment_sets
 from portscan.ruleset.table import PatternError, TableReader
@@ -16,6 +18,8 @@ class ImportPattern:
 
     kind: ClassVar[str] = "import"
     surfaces: ClassVar[frozenset[str]] = PYTHON
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"imports"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "module"})
     modules: tuple[str, ...]
     #: when the import is guarded (``try``/``except ImportError``), also report each
@@ -42,3 +46,23 @@ class ImportPattern:
     def covers(self, name: str) -> bool:
         """Is ``name`` one of the modules or below one (``apex.amp`` under ``apex``)?"""
         return any(is_at_or_below(name, module) for module in self.modules)
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, ImportPattern]], surface: PythonSurface) -> None:
+        """An import of a covered module, reported on the ``from`` module when the module
+        itself is covered, else on the imported name; once per statement and rule."""
+        for site in surface.imports:
+            for rule, p in rules:
+                if not p.covers(site.full):
+                    continue
+                if site.local is None:  # from x import *
+                    surface.hit(rule, (id(site.statement), site.full), site.module_node, module=site.full)
+                    continue
+                if site.module_node is not None and p.covers(site.module):
+                    surface.hit(rule, (id(site.statement), site.full), site.module_node, module=site.module)
+                else:
+                    surface.hit(rule, (id(site.statement), site.full), site.alias_node, module=site.full)
+                if p.uses:
+                    surface.want_uses(rule, site.statement, site.local, site.scope)

@@ -8,9 +8,11 @@ lists feed them through loop variables (``for w in [4, 8, 32]``), so neither the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PYTHON, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import IDENTIFIER, PatternError, TableReader
@@ -22,6 +24,8 @@ class KeywordPattern:
 
     kind: ClassVar[str] = "keyword"
     surfaces: ClassVar[frozenset[str]] = PYTHON
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "keyword", "value"})
     keywords: tuple[str, ...]
     above: float
@@ -48,3 +52,21 @@ class KeywordPattern:
         """``value``: the literal, or ``MISSING`` when it is not one."""
         return (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and value > self.above)
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, KeywordPattern]], surface: PythonSurface) -> None:
+        """``kernel[grid](..., num_warps=32)``, ``triton.Config({...}, num_warps=w)`` with
+        ``w`` from ``for w in [4, 8, 32]`` or ``w = 32``: each number above the limit."""
+        for call, scope in surface.calls:
+            for arg in call.args:
+                if arg.keyword is None:
+                    continue
+                for rule, p in rules:
+                    if arg.keyword.value not in p.keywords:
+                        continue
+                    for node in surface.numbers(arg.value, scope):
+                        if p.accepts(surface.literal(node)):
+                            surface.hit(rule, id(node), node, keyword=arg.keyword.value,
+                                        value=surface.snippet(node))

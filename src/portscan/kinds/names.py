@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from portscan.kinds.common import PYTHON, code_list
+from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import TableReader
 
@@ -26,6 +28,8 @@ class NamePattern:
 
     kind: ClassVar[str] = "name"
     surfaces: ClassVar[frozenset[str]] = PYTHON
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"chains"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
     names: tuple[str, ...]
     #: ``truth``: only its truth value is used (``if x``, ``x is None``, ``x == "12.1"``);
@@ -49,3 +53,37 @@ class NamePattern:
     def accepts_usage(self, usage: str) -> bool:
         """``usage`` is how a use treats the value: ``truth``, ``operand`` or ``other``."""
         return self.usage in ("any", usage)
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, NamePattern]], surface: PythonSurface) -> None:
+        """Each dotted name (and each of its prefixes) that resolves to a listed name."""
+        exact: dict[str, list[tuple[Any, NamePattern]]] = {}
+        wildcards: list[tuple[str, Any, NamePattern]] = []
+        for rule, p in rules:
+            for name in p.names:
+                if name.endswith(".*"):
+                    wildcards.append((name, rule, p))
+                else:
+                    exact.setdefault(name, []).append((rule, p))
+
+        def named(qualified: str) -> Iterator[tuple[Any, NamePattern]]:
+            yield from exact.get(qualified, ())
+            for pattern, rule, p in wildcards:
+                if name_matches(qualified, pattern):
+                    yield rule, p
+
+        for chain in surface.chains:
+            for base in chain.scope.qualified(chain.parts[:1]):
+                done: set[str] = set()
+                for j in range(len(chain.parts), 0, -1):
+                    qualified = ".".join([base, *chain.parts[1:j]])
+                    node = chain.nodes[j - 1]
+                    usage = ("operand" if j < len(chain.parts)  # x.attr: attribute of the value
+                             else surface.usage.get(id(node), "other"))
+                    for rule, p in named(qualified):
+                        if rule.code in done or not p.accepts_usage(usage):
+                            continue
+                        done.add(rule.code)
+                        surface.hit(rule, id(node), node, name=qualified)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from portscan.kinds.python_surface import PythonSurface
 from portscan.bounded import Regex
 from portscan.kinds.sites import RequirementSite
 from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_list
@@ -27,6 +29,8 @@ class RequirementPattern:
 
     kind: ClassVar[str] = "requirement"
     surfaces: ClassVar[frozenset[str]] = MANIFESTS
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "package", "requirement"})
     names: tuple[str, ...]
     extras: tuple[str, ...] = ()  #: globs; one extra must match (``tensorflow[and-cuda]``)
@@ -125,6 +129,17 @@ class RequirementPattern:
             if table is None or not table.none_meets(site.specifier):
                 return False
         return site.section in self.sections
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, RequirementPattern]], surface: PythonSurface) -> None:
+        """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``."""
+        candidates = [rule for rule, _ in rules]
+        for node, text, section in surface.setup_requirements():
+            package, met = surface.requirement_rules(text, candidates, section)
+            for rule in met:
+                surface.hit(rule, id(node), node, package=package, requirement=text.strip())
 
 
 def rocm_wheels_table_missing(names: tuple[str, ...]) -> bool:

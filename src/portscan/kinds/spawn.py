@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PROGRAM, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
@@ -41,6 +43,8 @@ class SubprocessPattern:
     kind: ClassVar[str] = "subprocess"
     surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "makefile", "compose",
                                                     "apptainer"})
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program"})
     programs: tuple[str, ...]
     callees: tuple[str, ...] = DEFAULT_SPAWN_CALLEES
@@ -63,3 +67,21 @@ class SubprocessPattern:
 
     def matches_program(self, program: str) -> bool:
         return program in self.programs
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, SubprocessPattern]], surface: PythonSurface) -> None:
+        """Each listed program in the command a process-spawning call gets."""
+        spawns: dict[str, list[tuple[Any, SubprocessPattern]]] = {}
+        for rule, p in rules:
+            for callee in p.callees:
+                spawns.setdefault(callee, []).append((rule, p))
+        for call, scope in surface.calls:
+            for callee in surface.callee_names(call, scope):
+                for rule, p in spawns.get(callee, ()):
+                    command = surface.argument(call, 1 if callee.startswith("os.spawn") else 0, "args")
+                    for word, node in surface.commands(command, scope) if command is not None else ():
+                        program = surface.program_name(word)
+                        if program is not None and p.matches_program(program):
+                            surface.hit(rule, id(node), node, program=program)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
+from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PYTHON, WORDISH, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
@@ -18,6 +20,8 @@ class StringPattern:
 
     kind: ClassVar[str] = "string"
     surfaces: ClassVar[frozenset[str]] = PYTHON
+    #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
+    python_sites: ClassVar[frozenset[str]] = frozenset({"strings"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
     values: tuple[str, ...]
     unless: tuple[str, ...] = ()
@@ -37,3 +41,22 @@ class StringPattern:
     def accepts_siblings(self, siblings: frozenset[str]) -> bool:
         """``siblings``: the strings of the list, tuple or set literal holding this one."""
         return not siblings.intersection(self.unless)
+
+    # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
+
+    @classmethod
+    def resolve_python(cls, rules: Sequence[tuple[Any, StringPattern]], surface: PythonSurface) -> None:
+        """String literals equal to a listed value, unless used as a lookup key or listed
+        beside an ``unless`` value."""
+        by_value: dict[str, list[tuple[Any, StringPattern]]] = {}
+        for rule, p in rules:
+            for value in p.values:
+                by_value.setdefault(value, []).append((rule, p))
+        for node in surface.strings:
+            if id(node) in surface.lookup_keys:
+                continue  # a key looked up in a mapping names, it does not request
+            text = surface.text(node)
+            siblings = surface.string_siblings.get(id(node), frozenset())
+            for rule, p in by_value.get(text or "", ()):
+                if p.accepts_siblings(siblings):
+                    surface.hit(rule, id(node), node, value=text or "")

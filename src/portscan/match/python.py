@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import dataclasses
 import functools
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
 import libcst as cst
 
@@ -54,21 +54,10 @@ from portscan.match.syntax import (
 )
 from portscan.kinds.sites import ArgumentSite
 from portscan.match.common import parse_requirement, requirement_rules
-from portscan.kinds.assign import AssignPattern
-from portscan.kinds.build_arg import BuildArgPattern
-from portscan.kinds.calls import CallPattern
-from portscan.kinds.common import name_matches
-from portscan.kinds.compare import ComparePattern
-from portscan.kinds.env import EnvPattern
-from portscan.kinds.imports import ImportPattern
-from portscan.kinds.keyword import KeywordPattern
-from portscan.kinds.names import NamePattern
-from portscan.kinds.requirement import SETUP_REQUIREMENT_SECTIONS, RequirementPattern
-from portscan.kinds.spawn import SubprocessPattern
-from portscan.kinds.strings import StringPattern
+from portscan.kinds import Pattern
+from portscan.kinds.requirement import SETUP_REQUIREMENT_SECTIONS
 from portscan.ruleset.schema import Rule
 
-_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 _OPERATORS = {
     cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">",
     cst.GreaterThanEqual: ">=", cst.Equal: "==", cst.NotEqual: "!=", cst.In: "in",
@@ -147,94 +136,21 @@ class Scope:
 
 
 class _Index:
-    """The candidate rules of one file, arranged for lookups by qualified name; each
-    rule is kept with its pattern, typed (see :data:`_INDEXERS`)."""
+    """The candidate rules of one file grouped by the Python kind that matches them (in
+    the registry's order), and what the walk must record for them."""
 
     def __init__(self, rules: Sequence[Rule]) -> None:
-        self.imports: list[tuple[Rule, ImportPattern]] = []
-        self.names: dict[str, list[tuple[Rule, NamePattern]]] = {}
-        self.name_wildcards: list[tuple[str, Rule, NamePattern]] = []
-        self.calls: list[tuple[Rule, CallPattern]] = []
-        self.compares: list[tuple[Rule, ComparePattern]] = []
-        self.assigns: dict[str, list[tuple[Rule, AssignPattern]]] = {}
-        self.assign_names: dict[str, list[tuple[Rule, AssignPattern]]] = {}
-        self.envs: dict[str, list[tuple[Rule, EnvPattern]]] = {}
-        self.strings: dict[str, list[tuple[Rule, StringPattern]]] = {}
-        self.spawns: dict[str, list[tuple[Rule, SubprocessPattern]]] = {}
-        self.requirements: list[Rule] = []
-        self.build_args: list[tuple[Rule, BuildArgPattern]] = []
-        self.keywords: list[tuple[Rule, KeywordPattern]] = []
+        grouped: dict[type, list[tuple[Rule, Any]]] = {}
         for rule in rules:
-            add = _INDEXERS.get(type(rule.pattern))
-            if add is not None:  # a kind the Python walk has no sites for
-                add(self, rule, rule.pattern)
-        self.wants_calls = bool(self.calls or self.spawns or self.compares or self.envs
-                                or self.requirements or self.build_args or self.keywords)
-
-    def _add_import(self, rule: Rule, p: ImportPattern) -> None:
-        self.imports.append((rule, p))
-
-    def _add_name(self, rule: Rule, p: NamePattern) -> None:
-        for name in p.names:
-            if name.endswith(".*"):
-                self.name_wildcards.append((name, rule, p))
-            else:
-                self.names.setdefault(name, []).append((rule, p))
-
-    def _add_call(self, rule: Rule, p: CallPattern) -> None:
-        self.calls.append((rule, p))
-
-    def _add_compare(self, rule: Rule, p: ComparePattern) -> None:
-        self.compares.append((rule, p))
-
-    def _add_assign(self, rule: Rule, p: AssignPattern) -> None:
-        for target in p.targets:
-            self.assigns.setdefault(target, []).append((rule, p))
-        for name in p.names:
-            self.assign_names.setdefault(name, []).append((rule, p))
-
-    def _add_env(self, rule: Rule, p: EnvPattern) -> None:
-        for name in p.names:
-            self.envs.setdefault(name, []).append((rule, p))
-
-    def _add_string(self, rule: Rule, p: StringPattern) -> None:
-        for value in p.values:
-            self.strings.setdefault(value, []).append((rule, p))
-
-    def _add_spawn(self, rule: Rule, p: SubprocessPattern) -> None:
-        for callee in p.callees:
-            self.spawns.setdefault(callee, []).append((rule, p))
-
-    def _add_keyword(self, rule: Rule, p: KeywordPattern) -> None:
-        self.keywords.append((rule, p))
-
-    def _add_requirement(self, rule: Rule, p: RequirementPattern) -> None:
-        self.requirements.append(rule)
-
-    def _add_build_arg(self, rule: Rule, p: BuildArgPattern) -> None:
-        self.build_args.append((rule, p))
-
-    def name_rules(self, qualified: str) -> Iterator[tuple[Rule, NamePattern]]:
-        yield from self.names.get(qualified, ())
-        for pattern, rule, p in self.name_wildcards:
-            if name_matches(qualified, pattern):
-                yield rule, p
-
-
-#: pattern class -> how the index files a rule of that kind; one line per Python kind
-_INDEXERS: dict[type, Callable[[_Index, Rule, Any], None]] = {
-    ImportPattern: _Index._add_import,
-    NamePattern: _Index._add_name,
-    CallPattern: _Index._add_call,
-    ComparePattern: _Index._add_compare,
-    AssignPattern: _Index._add_assign,
-    EnvPattern: _Index._add_env,
-    StringPattern: _Index._add_string,
-    SubprocessPattern: _Index._add_spawn,
-    RequirementPattern: _Index._add_requirement,
-    BuildArgPattern: _Index._add_build_arg,
-    KeywordPattern: _Index._add_keyword,
-}
+            if hasattr(type(rule.pattern), "resolve_python"):  # a kind with Python sites
+                grouped.setdefault(type(rule.pattern), []).append((rule, rule.pattern))
+        self.kinds: list[tuple[Any, list[tuple[Rule, Any]]]] = [
+            (kind, grouped[kind]) for kind in get_args(Pattern) if kind in grouped]
+        #: the sites the kinds read (see portscan.kinds.python_surface.SITES)
+        self.sites: frozenset[str] = frozenset(site for kind, _ in self.kinds for site in kind.python_sites)
+        #: bare names whose stores a kind asks for (``store_names``)
+        self.store_names: frozenset[str] = frozenset(
+            name for _, pairs in self.kinds for _, p in pairs for name in getattr(p, "store_names", tuple)())
 
 
 # --------------------------------------------------------------------------- sites
@@ -249,14 +165,17 @@ class _Chain:
     scope: Scope
 
 
-class ImportSite(NamedTuple):
-    """An import that a rule's modules cover."""
+class ImportedName(NamedTuple):
+    """A name an absolute import of another project's module binds (the import kind
+    decides which rules cover it)."""
 
-    rule: Rule
-    statement: cst.CSTNode
-    full: str  #: the imported name in full
-    node: cst.BaseExpression  #: where to report: the alias, or the ``from`` module
-    shown: str  #: the module the message names
+    statement: cst.Import | cst.ImportFrom
+    full: str  #: the imported name in full (``from x import *``: the module)
+    alias_node: cst.BaseExpression | None  #: the alias as written (None: a star import)
+    module: str  #: the ``from`` module ("" for ``import x``)
+    module_node: cst.BaseExpression | None  #: the ``from`` module as written
+    local: str | None  #: the name bound (None: a star import)
+    scope: Scope
 
 
 class UsedImport(NamedTuple):
@@ -327,7 +246,7 @@ class _Collector(Walker):
         self.first_party = first_party
         #: also collect what extension declarations need (every call)
         self.extensions = extensions
-        self.wants_calls = index.wants_calls or extensions
+        self.wants_calls = "calls" in index.sites or extensions
         self.module_scope = Scope(None)
         self.scope = self.module_scope
         #: id(def, lambda, class or comprehension) -> the scope its body runs in
@@ -348,7 +267,7 @@ class _Collector(Walker):
         self.string_siblings: dict[int, frozenset[str]] = {}
         self.regions: list[Region] = []
         self._flattened: set[int] = set()
-        self.import_sites: list[ImportSite] = []
+        self.imported: list[ImportedName] = []
         self.use_imports: list[UsedImport] = []
         self.name_checks: list[NameCheck] = []
 
@@ -542,17 +461,17 @@ class _Collector(Walker):
     def _record_store(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         index = self.index
         chain = dotted(target) if isinstance(target, cst.Attribute) else None
-        if chain is not None and index.assigns:
+        if chain is not None and "stores" in index.sites:
             self.assigns.append(AttributeStore(_Chain(chain[0], chain[1], self.scope), value))
         own_name = (target.value if isinstance(target, cst.Name)
                     else target.attr.value if isinstance(target, cst.Attribute) else None)
-        if own_name in index.assign_names:
+        if own_name in index.store_names:
             self.named_assigns.append(NamedStore(target, own_name, value))
         self._record_item(target, value)
 
     def _record_item(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """``os.environ["K"] = v`` and ``args["nvcc"] = [...]`` (also ``+=``, ``.append``)."""
-        if not (self.index.envs or self.index.build_args):
+        if "item-stores" not in self.index.sites:
             return
         if (isinstance(target, cst.Subscript) and len(target.slice) == 1
                 and isinstance(target.slice[0].slice, cst.Index)):
@@ -602,15 +521,10 @@ class _Collector(Walker):
                 top = full.split(".", 1)[0]
                 self.scope.bind(top, None if local else top, top if local else None)
             self.scope.imports.setdefault(alias.evaluated_alias or full.split(".", 1)[0], []).append(node)
-            if not local:
-                for rule, p in self._import_rules(full):
-                    self.import_sites.append(ImportSite(rule, node, full, alias.name, full))
-                    self._want_uses(rule, p, node, alias.evaluated_alias or full.split(".", 1)[0])
+            if not local and "imports" in self.index.sites:
+                self.imported.append(ImportedName(node, full, alias.name, "", None,
+                                                  alias.evaluated_alias or full.split(".", 1)[0], self.scope))
         return False
-
-    def _want_uses(self, rule: Rule, p: ImportPattern, node: cst.CSTNode, local: str) -> None:
-        if p.uses:
-            self.use_imports.append(UsedImport(rule, node, local, self.scope))
 
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         relative = bool(node.relative)
@@ -618,28 +532,18 @@ class _Collector(Walker):
         own = not relative and module != "__future__" and self._is_first_party(module)
         local = relative or module == "__future__" or own
         if isinstance(node.names, cst.ImportStar):
-            if not local:
-                for rule, _ in self._import_rules(module):
-                    self.import_sites.append(ImportSite(rule, node, module, node.module, module))  # type: ignore[arg-type]
+            if not local and "imports" in self.index.sites:
+                self.imported.append(ImportedName(node, module, None, module, node.module, None, self.scope))
             return False
         for alias in node.names:
             name = alias.evaluated_name
             full = f"{module}.{name}" if module else name
             self.scope.bind(alias.evaluated_alias or name, None if local else full, full if own else None)
             self.scope.imports.setdefault(alias.evaluated_alias or name, []).append(node)
-            if not local:
-                for rule, p in self._import_rules(full):
-                    if node.module is not None and p.covers(module):
-                        self.import_sites.append(ImportSite(rule, node, full, node.module, module))
-                    else:
-                        self.import_sites.append(ImportSite(rule, node, full, alias.name, full))
-                    self._want_uses(rule, p, node, alias.evaluated_alias or name)
+            if not local and "imports" in self.index.sites:
+                self.imported.append(ImportedName(node, full, alias.name, module, node.module,
+                                                  alias.evaluated_alias or name, self.scope))
         return False
-
-    def _import_rules(self, full: str) -> Iterator[tuple[Rule, ImportPattern]]:
-        for rule, p in self.index.imports:
-            if p.covers(full):
-                yield rule, p
 
     # -- expressions ---------------------------------------------------------------
 
@@ -684,18 +588,18 @@ class _Collector(Walker):
         return string_text(node.value) is None  # a bare string is a docstring or a comment
 
     def visit_SimpleString(self, node: cst.SimpleString) -> bool:
-        if self.index.strings:
+        if "strings" in self.index.sites:
             self.strings.append(node)
         return False
 
     def visit_ConcatenatedString(self, node: cst.ConcatenatedString) -> bool:
-        if self.index.strings:
+        if "strings" in self.index.sites:
             self.strings.append(node)
         return False
 
     def _visit_collection(self, node: cst.List | cst.Tuple | cst.Set) -> bool:
         """Remember which strings share a literal collection (``["MIGraphX...", "CUDA..."]``)."""
-        if self.index.strings:
+        if "strings" in self.index.sites:
             members: list[cst.BaseExpression] = []
             for element in node.elements:
                 value = element.value
@@ -736,7 +640,7 @@ class _Collector(Walker):
                 self._mark_operand(left)
                 self._mark_operand(right)
             left = right
-        if self.index.compares:
+        if "compares" in self.index.sites:
             self.compares.append(CompareSite(node, self.scope))
         return True
 
@@ -814,7 +718,9 @@ class _Collector(Walker):
 
 
 class _Resolver:
-    """Turns the collected candidates into hits, now that every binding is known."""
+    """Turns the collected sites into hits, now that every binding is known: each
+    Python kind present resolves its rules over the sites (``resolve_python``); this
+    is the surface they read (:class:`portscan.kinds.python_surface.PythonSurface`)."""
 
     def __init__(self, module: cst.Module, collector: _Collector) -> None:
         self.module = module
@@ -823,46 +729,135 @@ class _Resolver:
         self.hits: list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]] = []
 
     def run(self) -> None:
-        self._imports()
-        self._names()
-        self._calls()
-        self._compares()
-        self._assigns()
-        self._named_assigns()
-        self._envs()
-        self._strings()
-        self._setup_requirements()
-        self._build_args()
-        self._keywords()
+        for kind, rules in self.c.index.kinds:
+            kind.resolve_python(rules, self)
 
-    def _hit(self, rule: Rule, site: object, node: cst.BaseExpression, **variables: str) -> None:
+    # -- sites ------------------------------------------------------------------
+
+    @property
+    def imports(self) -> list[ImportedName]:
+        return self.c.imported
+
+    @property
+    def chains(self) -> list[_Chain]:
+        return self.c.chains
+
+    @property
+    def usage(self) -> dict[int, str]:
+        return self.c.usage
+
+    @property
+    def calls(self) -> list[CallSite]:
+        return self.c.calls
+
+    @property
+    def compares(self) -> list[CompareSite]:
+        return self.c.compares
+
+    @property
+    def stores(self) -> list[AttributeStore]:
+        return self.c.assigns
+
+    @property
+    def named_stores(self) -> list[NamedStore]:
+        return self.c.named_assigns
+
+    @property
+    def item_stores(self) -> list[ItemStore]:
+        return self.c.item_assigns
+
+    @property
+    def strings(self) -> list[cst.BaseExpression]:
+        return self.c.strings
+
+    @property
+    def lookup_keys(self) -> set[int]:
+        return self.c.lookup_keys
+
+    @property
+    def string_siblings(self) -> dict[int, frozenset[str]]:
+        return self.c.string_siblings
+
+    # -- reports ----------------------------------------------------------------
+
+    def hit(self, rule: Rule, site: object, node: cst.BaseExpression, **variables: str) -> None:
         self.hits.append((rule, site, node, variables))
 
-    def _imports(self) -> None:
-        for rule, stmt, full, node, shown in self.c.import_sites:
-            self._hit(rule, (id(stmt), full), node, module=shown)
+    def want_uses(self, rule: Rule, statement: cst.CSTNode, local: str, scope: Scope) -> None:
+        self.c.use_imports.append(UsedImport(rule, statement, local, scope))
 
-    def _names(self) -> None:
-        index = self.c.index
-        if not (index.names or index.name_wildcards):
-            return
-        for chain in self.c.chains:
-            for base in chain.scope.qualified(chain.parts[:1]):
-                done: set[str] = set()
-                for j in range(len(chain.parts), 0, -1):
-                    qualified = ".".join([base, *chain.parts[1:j]])
-                    node = chain.nodes[j - 1]
-                    usage = ("operand" if j < len(chain.parts)  # x.attr: attribute of the value
-                             else self.c.usage.get(id(node), "other"))
-                    for rule, p in index.name_rules(qualified):
-                        if rule.code in done or not p.accepts_usage(usage):
-                            continue
-                        done.add(rule.code)
-                        self._hit(rule, id(node), node, name=qualified)
+    # -- resolution -------------------------------------------------------------
 
-    def _callee_names(self, call: cst.Call, scope: Scope, every_import: bool = False) -> list[str]:
+    def callee_names(self, call: cst.Call, scope: Scope, every_import: bool = False) -> list[str]:
         chain = dotted(call.func)
         return scope.qualified(chain[1], every_import) if chain is not None else []
+
+    def argument(self, call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None:
+        return _argument(call, position, keyword)
+
+    def argument_site(self, call: cst.Call, position: int | None, keyword: str | None) -> ArgumentSite | None:
+        return _argument_site(call, position, keyword)
+
+    def passes_kwargs(self, call: cst.Call) -> bool:
+        return any(arg.star == "**" for arg in call.args)
+
+    def operator(self, target: cst.ComparisonTarget) -> str:
+        return _OPERATORS.get(type(target.operator), "")
+
+    def commands(self, expr: cst.BaseExpression, scope: Scope) -> Iterator[tuple[str, cst.BaseExpression]]:
+        return self._commands(expr, scope, 0)
+
+    def operand_source(self, expr: cst.BaseExpression, scope: Scope
+                       ) -> tuple[list[str], tuple[str, object] | None] | None:
+        return self._operand_source(expr, scope, 0)
+
+    def numbers(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+        return _numbers(expr, scope)
+
+    def extension_calls(self) -> Iterator[tuple[cst.Call, Scope]]:
+        for call, scope in self.c.calls:
+            if set(self.callee_names(call, scope)) & EXTENSION_BUILDERS:
+                yield call, scope
+
+    def build_values(self, call: cst.Call, argument: str, scope: Scope) -> Iterator[cst.BaseExpression]:
+        return self._build_values(call, argument, scope)
+
+    def requirement_rules(self, text: str, rules: Sequence[Rule], section: str) -> tuple[str, list[Rule]]:
+        requirement = parse_requirement(text)
+        if requirement is None:
+            return "", []
+        return requirement.name, list(requirement_rules(requirement, rules, section))
+
+    def literal(self, node: cst.BaseExpression) -> object:
+        return literal(node)
+
+    def text(self, node: cst.BaseExpression) -> str | None:
+        return string_text(node)
+
+    def snippet(self, node: cst.CSTNode) -> str:
+        return source_snippet(self.module, node)
+
+    def program_name(self, word: str) -> str | None:
+        return program_name(word)
+
+    def setup_requirements(self) -> Iterator[tuple[cst.BaseExpression, str, str]]:
+        """(string node, text, section) of ``setup(install_requires=[...],
+        extras_require={...}, setup_requires=[...])``."""
+        for call, scope in self.c.calls:
+            names = self.callee_names(call, scope)
+            if not any(n in ("setuptools.setup", "distutils.core.setup") for n in names):
+                continue
+            for arg in call.args:
+                keyword = arg.keyword.value if arg.keyword is not None else ""
+                values: list[cst.BaseExpression] = []
+                section = SETUP_REQUIREMENT_SECTIONS.get(keyword)
+                if section is not None and keyword != "extras_require":
+                    values = [arg.value]
+                elif keyword == "extras_require" and isinstance(arg.value, cst.Dict):
+                    values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
+                for value in values:
+                    for node in self._string_items(value, scope):
+                        yield node, string_text(node) or "", section or "install"
 
     def extensions(self) -> list[tuple[cst.Call, str, tuple[str, ...]]]:
         """(call, name, source globs) of each ``CUDAExtension(name, sources=[...])``,
@@ -870,7 +865,7 @@ class _Resolver:
         told apart here (torch's own tree declares extensions through ``torch``)."""
         found: list[tuple[cst.Call, str, tuple[str, ...]]] = []
         for call, scope in self.c.calls:
-            names = set(self._callee_names(call, scope, every_import=True))
+            names = set(self.callee_names(call, scope, every_import=True))
             if not names & _DECLARING_BUILDERS:
                 continue
             name_arg = _argument(call, 0, "name")
@@ -879,6 +874,125 @@ class _Resolver:
             sources = self._source_paths(sources_arg, scope) if sources_arg is not None else []
             found.append((call, name or "<unnamed>", tuple(dict.fromkeys(s for s in sources if s))))
         return found
+
+    def _commands(self, expr: cst.BaseExpression, scope: Scope, depth: int,
+                  report: cst.BaseExpression | None = None
+                  ) -> Iterator[tuple[str, cst.BaseExpression]]:
+        """Program words of a command: a string, an argv list, ``shlex.split(...)``, or a
+        name bound to one of those (then reported at the name, where the call uses it)."""
+        text = string_text(expr)
+        if text is not None:
+            for program in shell_programs(text):
+                yield program, report or expr
+        elif isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
+            first = expr.elements[0]
+            word = string_text(first.value) if isinstance(first, cst.Element) else None
+            if word is None:
+                return
+            rest = [string_text(e.value) if isinstance(e, cst.Element) else None
+                    for e in expr.elements[1:3]]
+            if posixpath.basename(word) in SHELLS and len(rest) == 2 and rest[0] in ("-c", "-lc"):
+                yield from self._commands(expr.elements[2].value, scope, depth + 1, report)
+            else:
+                yield word, report or first.value
+        elif isinstance(expr, cst.Call) and "shlex.split" in self.callee_names(expr, scope):
+            inner = _argument(expr, 0, "s")
+            if inner is not None:
+                yield from self._commands(inner, scope, depth + 1, report)
+        elif isinstance(expr, cst.Name) and depth < 3:
+            for (value, unpack), owner in _values(scope, expr.value):
+                if unpack is None:
+                    yield from self._commands(value, owner, depth + 1, report or expr)
+
+    def _operand_source(self, expr: cst.BaseExpression, scope: Scope,
+                        depth: int) -> tuple[list[str], tuple[str, object] | None] | None:
+        """``f()``, ``f()[i]``, ``f().attr``, or a local name bound to one of those."""
+        accessor: tuple[str, object] | None = None
+        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
+            index = expr.slice[0].slice
+            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
+                accessor = ("index", int(index.value.evaluated_value))
+                expr = expr.value
+        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, (cst.Call, cst.Name)):
+            accessor = ("attr", expr.attr.value)
+            expr = expr.value
+        if isinstance(expr, cst.Call):
+            names = self.callee_names(expr, scope)
+            return (names, accessor) if names else None
+        if isinstance(expr, cst.Name) and depth < 2:
+            for value, owner in _values(scope, expr.value):
+                value_expr, unpack = value
+                inner = self._operand_source(value_expr, owner, depth + 1)
+                if inner is None:
+                    continue
+                names, inner_accessor = inner
+                if unpack is not None:
+                    if inner_accessor is not None:
+                        continue
+                    inner_accessor = ("index", unpack)
+                if accessor is not None and inner_accessor is not None:
+                    continue
+                return names, accessor or inner_accessor
+        return None
+
+    def _string_items(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
+                      every_import: bool = False) -> Iterator[cst.BaseExpression]:
+        """String literals a list-valued expression can hold: list/tuple literals, names
+        bound (or ``+=``-ed, ``.append``-ed) in scope, ``a + b``, both arms of ``x if c else y``,
+        and the arguments of helper calls such as ``append_nvcc_threads([...])``."""
+        if depth > 4:
+            return
+        if string_text(expr) is not None:
+            yield expr
+        elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
+            for element in expr.elements:
+                yield from self._string_items(element.value, scope, depth + 1, every_import)
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            yield from self._string_items(expr.left, scope, depth + 1, every_import)
+            yield from self._string_items(expr.right, scope, depth + 1, every_import)
+        elif isinstance(expr, cst.IfExp):
+            yield from self._string_items(expr.body, scope, depth + 1, every_import)
+            yield from self._string_items(expr.orelse, scope, depth + 1, every_import)
+        elif isinstance(expr, cst.Name):
+            for (value, unpack), owner in _values(scope, expr.value, every_import):
+                if unpack is None:
+                    yield from self._string_items(value, owner, depth + 1, every_import)
+        elif isinstance(expr, cst.Call):
+            for arg in expr.args:
+                if arg.keyword is None and not arg.star:
+                    yield from self._string_items(arg.value, scope, depth + 1, every_import)
+
+    def _build_values(self, call: cst.Call, argument: str, scope: Scope
+                      ) -> Iterator[cst.BaseExpression]:
+        keywords = {"nvcc": ("extra_cuda_cflags",), "cxx": ("extra_cflags",),
+                    "libraries": ("libraries",), "extra_link_args": ("extra_link_args",
+                                                                       "extra_ldflags")}[argument]
+        for keyword in keywords:
+            value = _argument(call, None, keyword)
+            if value is not None:
+                yield from self._string_items(value, scope)
+        if argument in ("nvcc", "cxx"):
+            compile_args = _argument(call, None, "extra_compile_args")
+            for mapping in self._dicts(compile_args, scope) if compile_args is not None else ():
+                for element in mapping.elements:
+                    if isinstance(element, cst.DictElement) and string_text(element.key) == argument:
+                        yield from self._string_items(element.value, scope)
+            if isinstance(compile_args, cst.Name):  # args["nvcc"] = [...] / += / .append
+                owner = scope.lookup(compile_args.value)
+                for chain, key, value in self.c.item_assigns:
+                    if (chain.parts == [compile_args.value] and string_text(key) == argument
+                            and chain.scope.lookup(compile_args.value) is owner):
+                        yield from self._string_items(value, chain.scope)
+            if argument == "cxx" and compile_args is not None and not self._dicts(compile_args, scope):
+                yield from self._string_items(compile_args, scope)  # the list form means cxx
+
+    def _dicts(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.Dict]:
+        if isinstance(expr, cst.Dict):
+            return [expr]
+        if isinstance(expr, cst.Name):
+            return [value for (value, unpack), _ in _values(scope, expr.value)
+                    if unpack is None and isinstance(value, cst.Dict)]
+        return []
 
     def _source_paths(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
                       bound: Mapping[str, list[str]] | None = None) -> list[str]:
@@ -923,7 +1037,7 @@ class _Resolver:
 
     def _call_paths(self, call: cst.Call, scope: Scope, depth: int,
                     bound: Mapping[str, list[str]] | None) -> list[str]:
-        names = set(self._callee_names(call, scope, every_import=True))
+        names = set(self.callee_names(call, scope, every_import=True))
         args = [a.value for a in call.args if a.keyword is None and not a.star]
         parts = [self._source_paths(a, scope, depth + 1, bound) for a in args]
         if names & _PATH_JOINS:
@@ -939,295 +1053,6 @@ class _Resolver:
             return _joined([base, patterns])
         if isinstance(func, cst.Attribute) and func.attr.value in _PATH_METHODS:
             return self._source_paths(func.value, scope, depth + 1, bound)
-        return []
-
-    def _calls(self) -> None:
-        index = self.c.index
-        for call, scope in self.c.calls:
-            names = self._callee_names(call, scope)
-            if not names:
-                continue
-            for rule, p in index.calls:
-                name = p.matched_callee(names)
-                if name is not None and all(cond.accepts(_argument_site(call, cond.position, cond.keyword),
-                                                         _passes_kwargs(call)) for cond in p.args):
-                    self._hit(rule, id(call), call, name=name)
-            for name in names:
-                for rule, spawn in index.spawns.get(name, ()):
-                    self._spawn(rule, spawn, name, call, scope)
-
-    def _spawn(self, rule: Rule, p: SubprocessPattern, callee: str, call: cst.Call, scope: Scope) -> None:
-        position = 1 if callee.startswith("os.spawn") else 0
-        command = _argument(call, position, "args")
-        if command is None:
-            return
-        for word, node in self._commands(command, scope, 0):
-            program = program_name(word)
-            if program is not None and p.matches_program(program):
-                self._hit(rule, id(node), node, program=program)
-
-    def _commands(self, expr: cst.BaseExpression, scope: Scope, depth: int,
-                  report: cst.BaseExpression | None = None
-                  ) -> Iterator[tuple[str, cst.BaseExpression]]:
-        """Program words of a command: a string, an argv list, ``shlex.split(...)``, or a
-        name bound to one of those (then reported at the name, where the call uses it)."""
-        text = string_text(expr)
-        if text is not None:
-            for program in shell_programs(text):
-                yield program, report or expr
-        elif isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
-            first = expr.elements[0]
-            word = string_text(first.value) if isinstance(first, cst.Element) else None
-            if word is None:
-                return
-            rest = [string_text(e.value) if isinstance(e, cst.Element) else None
-                    for e in expr.elements[1:3]]
-            if posixpath.basename(word) in SHELLS and len(rest) == 2 and rest[0] in ("-c", "-lc"):
-                yield from self._commands(expr.elements[2].value, scope, depth + 1, report)
-            else:
-                yield word, report or first.value
-        elif isinstance(expr, cst.Call) and "shlex.split" in self._callee_names(expr, scope):
-            inner = _argument(expr, 0, "s")
-            if inner is not None:
-                yield from self._commands(inner, scope, depth + 1, report)
-        elif isinstance(expr, cst.Name) and depth < 3:
-            for (value, unpack), owner in _values(scope, expr.value):
-                if unpack is None:
-                    yield from self._commands(value, owner, depth + 1, report or expr)
-
-    def _compares(self) -> None:
-        for comparison, scope in self.c.compares:
-            left = comparison.left
-            for target in comparison.comparisons:
-                op = _OPERATORS.get(type(target.operator), "")
-                right = target.comparator
-                for operand, other, flipped in ((left, right, False), (right, left, True)):
-                    source = self._operand_source(operand, scope, 0)
-                    if source is not None:
-                        self._compare_hits(comparison, op, flipped, other, *source)
-                left = right
-
-    def _operand_source(self, expr: cst.BaseExpression, scope: Scope,
-                        depth: int) -> tuple[list[str], tuple[str, object] | None] | None:
-        """``f()``, ``f()[i]``, ``f().attr``, or a local name bound to one of those."""
-        accessor: tuple[str, object] | None = None
-        if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
-            index = expr.slice[0].slice
-            if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
-                accessor = ("index", int(index.value.evaluated_value))
-                expr = expr.value
-        elif isinstance(expr, cst.Attribute) and isinstance(expr.value, (cst.Call, cst.Name)):
-            accessor = ("attr", expr.attr.value)
-            expr = expr.value
-        if isinstance(expr, cst.Call):
-            names = self._callee_names(expr, scope)
-            return (names, accessor) if names else None
-        if isinstance(expr, cst.Name) and depth < 2:
-            for value, owner in _values(scope, expr.value):
-                value_expr, unpack = value
-                inner = self._operand_source(value_expr, owner, depth + 1)
-                if inner is None:
-                    continue
-                names, inner_accessor = inner
-                if unpack is not None:
-                    if inner_accessor is not None:
-                        continue
-                    inner_accessor = ("index", unpack)
-                if accessor is not None and inner_accessor is not None:
-                    continue
-                return names, accessor or inner_accessor
-        return None
-
-    def _compare_hits(self, comparison: cst.Comparison, op: str, flipped: bool,
-                      other: cst.BaseExpression, names: list[str],
-                      accessor: tuple[str, object] | None) -> None:
-        if flipped:
-            op = _FLIP.get(op, op)
-            if op in ("in", "not in"):
-                op = "contains" if op == "in" else "not contains"
-        value = literal(other)
-        for rule, p in self.c.index.compares:
-            name = p.matched_callee(names, accessor, op, value)
-            if name is not None:
-                self._hit(rule, id(comparison), comparison, name=name,
-                          value=source_snippet(self.module, other))
-
-    def _assigns(self) -> None:
-        for chain, value in self.c.assigns:
-            for qualified in chain.scope.qualified(chain.parts):
-                for rule, p in self.c.index.assigns.get(qualified, ()):
-                    if not p.accepts_value(literal(value)):
-                        continue
-                    node = chain.nodes[-1]
-                    self._hit(rule, id(node), node, name=qualified,
-                              value=source_snippet(self.module, value))
-
-
-    def _named_assigns(self) -> None:
-        for target, name, value in self.c.named_assigns:
-            for rule, p in self.c.index.assign_names[name]:
-                if p.accepts_value(literal(value)):
-                    self._hit(rule, id(target), target, name=name,
-                              value=source_snippet(self.module, value))
-
-    def _envs(self) -> None:
-        """``os.environ[K] = v``, ``os.environ.setdefault(K, v)``, ``os.environ.update(...)``,
-        ``os.putenv(K, v)``."""
-        if not self.c.index.envs:
-            return
-        for chain, key, value in self.c.item_assigns:
-            if "os.environ" in chain.scope.qualified(chain.parts):
-                self._env_hit(key, value)
-        for call, scope in self.c.calls:
-            names = self._callee_names(call, scope)
-            if "os.environ.setdefault" in names or "os.putenv" in names:
-                env_key, env_value = _argument(call, 0, "key"), _argument(call, 1, "value")
-                if env_key is not None and env_value is not None:
-                    self._env_hit(env_key, env_value)
-            elif "os.environ.update" in names:
-                for arg in call.args:
-                    if arg.keyword is not None:
-                        self._env_hit(arg.keyword, arg.value)
-                    elif isinstance(arg.value, cst.Dict):
-                        for element in arg.value.elements:
-                            if isinstance(element, cst.DictElement):
-                                self._env_hit(element.key, element.value)
-
-    def _env_hit(self, key: cst.BaseExpression, value: cst.BaseExpression) -> None:
-        name = key.value if isinstance(key, cst.Name) else string_text(key)
-        for rule, p in self.c.index.envs.get(name or "", ()):
-            if not p.accepts_python_value(literal(value), string_text(value)):
-                continue
-            self._hit(rule, id(key), key, name=name or "", value=source_snippet(self.module, value))
-
-    def _strings(self) -> None:
-        for node in self.c.strings:
-            if id(node) in self.c.lookup_keys:
-                continue  # a key looked up in a mapping names, it does not request
-            text = string_text(node)
-            siblings = self.c.string_siblings.get(id(node), frozenset())
-            for rule, p in self.c.index.strings.get(text or "", ()):
-                if p.accepts_siblings(siblings):
-                    self._hit(rule, id(node), node, value=text or "")
-
-
-    def _string_items(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0,
-                      every_import: bool = False) -> Iterator[cst.BaseExpression]:
-        """String literals a list-valued expression can hold: list/tuple literals, names
-        bound (or ``+=``-ed, ``.append``-ed) in scope, ``a + b``, both arms of ``x if c else y``,
-        and the arguments of helper calls such as ``append_nvcc_threads([...])``."""
-        if depth > 4:
-            return
-        if string_text(expr) is not None:
-            yield expr
-        elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
-            for element in expr.elements:
-                yield from self._string_items(element.value, scope, depth + 1, every_import)
-        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-            yield from self._string_items(expr.left, scope, depth + 1, every_import)
-            yield from self._string_items(expr.right, scope, depth + 1, every_import)
-        elif isinstance(expr, cst.IfExp):
-            yield from self._string_items(expr.body, scope, depth + 1, every_import)
-            yield from self._string_items(expr.orelse, scope, depth + 1, every_import)
-        elif isinstance(expr, cst.Name):
-            for (value, unpack), owner in _values(scope, expr.value, every_import):
-                if unpack is None:
-                    yield from self._string_items(value, owner, depth + 1, every_import)
-        elif isinstance(expr, cst.Call):
-            for arg in expr.args:
-                if arg.keyword is None and not arg.star:
-                    yield from self._string_items(arg.value, scope, depth + 1, every_import)
-
-    def _setup_requirements(self) -> None:
-        """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``."""
-        rules = self.c.index.requirements
-        if not rules:
-            return
-        for call, scope in self.c.calls:
-            names = self._callee_names(call, scope)
-            if not any(n in ("setuptools.setup", "distutils.core.setup") for n in names):
-                continue
-            for arg in call.args:
-                keyword = arg.keyword.value if arg.keyword is not None else ""
-                values: list[cst.BaseExpression] = []
-                section = SETUP_REQUIREMENT_SECTIONS.get(keyword)
-                if section is not None and keyword != "extras_require":
-                    values = [arg.value]
-                elif keyword == "extras_require" and isinstance(arg.value, cst.Dict):
-                    values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
-                for value in values:
-                    for node in self._string_items(value, scope):
-                        text = string_text(node) or ""
-                        requirement = parse_requirement(text)
-                        if requirement is None:
-                            continue
-                        for rule in requirement_rules(requirement, rules, section or "install"):
-                            self._hit(rule, id(node), node, package=requirement.name,
-                                      requirement=text.strip())
-
-    def _build_args(self) -> None:
-        """Values given to ``CUDAExtension``/``CppExtension``/``load``/``load_inline``."""
-        rules = self.c.index.build_args
-        if not rules:
-            return
-        for call, scope in self.c.calls:
-            if not set(self._callee_names(call, scope)) & EXTENSION_BUILDERS:
-                continue
-            for argument in {p.argument for _, p in rules}:
-                for node in self._build_values(call, argument, scope):
-                    value = string_text(node) or ""
-                    for rule, p in rules:
-                        if p.accepts(argument, value):
-                            self._hit(rule, id(node), node, value=value, argument=argument)
-
-    def _keywords(self) -> None:
-        """``kernel[grid](..., num_warps=32)``, ``triton.Config({...}, num_warps=w)`` with
-        ``w`` from ``for w in [4, 8, 32]`` or ``w = 32``: each number above the limit."""
-        rules = self.c.index.keywords
-        if not rules:
-            return
-        for call, scope in self.c.calls:
-            for arg in call.args:
-                if arg.keyword is None:
-                    continue
-                for rule, p in rules:
-                    if arg.keyword.value not in p.keywords:
-                        continue
-                    for node in _numbers(arg.value, scope):
-                        if p.accepts(literal(node)):
-                            self._hit(rule, id(node), node, keyword=arg.keyword.value,
-                                      value=source_snippet(self.module, node))
-
-    def _build_values(self, call: cst.Call, argument: str, scope: Scope
-                      ) -> Iterator[cst.BaseExpression]:
-        keywords = {"nvcc": ("extra_cuda_cflags",), "cxx": ("extra_cflags",),
-                    "libraries": ("libraries",), "extra_link_args": ("extra_link_args",
-                                                                       "extra_ldflags")}[argument]
-        for keyword in keywords:
-            value = _argument(call, None, keyword)
-            if value is not None:
-                yield from self._string_items(value, scope)
-        if argument in ("nvcc", "cxx"):
-            compile_args = _argument(call, None, "extra_compile_args")
-            for mapping in self._dicts(compile_args, scope) if compile_args is not None else ():
-                for element in mapping.elements:
-                    if isinstance(element, cst.DictElement) and string_text(element.key) == argument:
-                        yield from self._string_items(element.value, scope)
-            if isinstance(compile_args, cst.Name):  # args["nvcc"] = [...] / += / .append
-                owner = scope.lookup(compile_args.value)
-                for chain, key, value in self.c.item_assigns:
-                    if (chain.parts == [compile_args.value] and string_text(key) == argument
-                            and chain.scope.lookup(compile_args.value) is owner):
-                        yield from self._string_items(value, chain.scope)
-            if argument == "cxx" and compile_args is not None and not self._dicts(compile_args, scope):
-                yield from self._string_items(compile_args, scope)  # the list form means cxx
-
-    def _dicts(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.Dict]:
-        if isinstance(expr, cst.Dict):
-            return [expr]
-        if isinstance(expr, cst.Name):
-            return [value for (value, unpack), _ in _values(scope, expr.value)
-                    if unpack is None and isinstance(value, cst.Dict)]
         return []
 
 
@@ -1336,9 +1161,6 @@ def _argument_site(call: cst.Call, position: int | None, keyword: str | None) ->
             items.append(literal(item))
     return ArgumentSite(literal(value), string_text(value), tuple(items))
 
-
-def _passes_kwargs(call: cst.Call) -> bool:
-    return any(arg.star == "**" for arg in call.args)
 
 
 def _names_in(test: cst.CSTNode) -> frozenset[str]:

@@ -1,0 +1,125 @@
+"""What the Python surface hands to the kinds that read Python files.
+
+One walk of a module records its sites (imported names, dotted names, calls,
+comparisons, stores, strings) with the scope each is in, for the site kinds the file's
+match kinds name in ``python_sites``; the surface also resolves (what a dotted name
+stands for through the module's imports and scopes, a call's arguments, the values a
+local name was assigned, the strings a list can hold). A Python kind's
+``resolve_python(rules, surface)`` reads the sites and reports each match with
+``surface.hit``; ``portscan.match.python`` implements the surface, so a kind that
+reads the sites below needs no edit there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence, Set
+from typing import Any, Protocol
+
+import libcst as cst
+
+from portscan.kinds.sites import ArgumentSite
+
+#: the sites a kind may name in ``python_sites``; the walk records only those named
+SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings"})
+
+
+class PythonSurface(Protocol):
+    """The sites of one module and the resolution over them (see the module doc).
+    Scopes are opaque to kinds: they pass them back to the surface, or ask them
+    ``qualified(parts)`` (what a dotted chain stands for) and ``lookup(name)``."""
+
+    @property
+    def module(self) -> cst.Module: ...
+
+    @property
+    def imports(self) -> Sequence[Any]:
+        """Absolute imports of other projects' modules: ``ImportedName`` records."""
+
+    @property
+    def chains(self) -> Sequence[Any]:
+        """Dotted names as written: ``nodes`` (one per prefix), ``parts``, ``scope``."""
+
+    @property
+    def usage(self) -> Mapping[int, str]:
+        """id(name node) -> ``truth``/``operand`` where its use is known (else ``other``)."""
+
+    @property
+    def calls(self) -> Sequence[tuple[cst.Call, Any]]: ...
+
+    @property
+    def compares(self) -> Sequence[tuple[cst.Comparison, Any]]: ...
+
+    @property
+    def stores(self) -> Sequence[tuple[Any, cst.BaseExpression]]:
+        """(chain, value) of ``a.b.c = value``."""
+
+    @property
+    def named_stores(self) -> Sequence[tuple[cst.BaseExpression, str, cst.BaseExpression]]:
+        """(target, name, value) of ``NAME = value`` / ``x.NAME = value`` for the names the
+        kinds ask for (``store_names``)."""
+
+    @property
+    def item_stores(self) -> Sequence[tuple[Any, cst.BaseExpression, cst.BaseExpression]]:
+        """(container chain, key, value) of ``c[key] = value`` (also ``+=``, ``.append``)."""
+
+    @property
+    def strings(self) -> Sequence[cst.BaseExpression]: ...
+
+    @property
+    def lookup_keys(self) -> Set[int]:
+        """ids of strings used as keys to look something up (``d["k"]``, ``d.get("k")``)."""
+
+    @property
+    def string_siblings(self) -> Mapping[int, frozenset[str]]:
+        """id(string) -> the string values of the list/tuple/set literal holding it."""
+
+    def hit(self, rule: Any, site: object, node: cst.BaseExpression, **variables: str) -> None:
+        """Report ``rule`` at ``node``; one report per rule and ``site``."""
+
+    def want_uses(self, rule: Any, statement: cst.CSTNode, local: str, scope: Any) -> None:
+        """Report the attribute uses of the name an import binds (``uses = true``)."""
+
+    def callee_names(self, call: cst.Call, scope: Any, every_import: bool = False) -> list[str]: ...
+
+    def argument(self, call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None: ...
+
+    def argument_site(self, call: cst.Call, position: int | None, keyword: str | None) -> ArgumentSite | None: ...
+
+    def passes_kwargs(self, call: cst.Call) -> bool: ...
+
+    def operator(self, target: cst.ComparisonTarget) -> str:
+        """``<``, ``==``, ``in``, ``is not``, ... of one comparison step."""
+
+    def operand_source(self, expr: cst.BaseExpression, scope: Any
+                       ) -> tuple[list[str], tuple[str, object] | None] | None:
+        """``f()``, ``f()[i]``, ``f().attr`` or a local bound to one: (callee names, accessor)."""
+
+    def commands(self, expr: cst.BaseExpression, scope: Any) -> Iterator[tuple[str, cst.BaseExpression]]:
+        """Program words of a command value, each with the node to report it at."""
+
+    def numbers(self, expr: cst.BaseExpression, scope: Any) -> list[cst.BaseExpression]:
+        """The literal nodes a value may come from (locals, ternaries, loop variables)."""
+
+    def setup_requirements(self) -> Iterator[tuple[cst.BaseExpression, str, str]]:
+        """(node, requirement text, section) of the strings ``setup(...)`` declares."""
+
+    def requirement_rules(self, text: str, rules: Sequence[Any], section: str) -> tuple[str, list[Any]]:
+        """(package, the rules a requirement text meets); ("", []) if it is none."""
+
+    def extension_calls(self) -> Iterator[tuple[cst.Call, Any]]:
+        """Calls of the extension builders (``CUDAExtension``, ``load``, ``load_inline``)."""
+
+    def build_values(self, call: cst.Call, argument: str, scope: Any) -> Iterator[cst.BaseExpression]:
+        """The strings an extension builder call gets for ``nvcc``/``cxx``/... flags."""
+
+    def literal(self, node: cst.BaseExpression) -> object:
+        """The value of a literal expression, or the surface's MISSING marker."""
+
+    def text(self, node: cst.BaseExpression) -> str | None:
+        """The text of a string literal (no f-string parts), or None."""
+
+    def snippet(self, node: cst.CSTNode) -> str:
+        """The node's source, shortened for a message."""
+
+    def program_name(self, word: str) -> str | None: ...
+
