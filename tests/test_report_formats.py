@@ -345,3 +345,19 @@ def test_concise_of_the_fixture(fixture_scan: ScanResult) -> None:
     assert len(lines) == len(fixture_scan.findings)
     assert all(re.fullmatch(r"[^:]+:\d+:\d+: PS\d{3} \[(error|warning|info)\] .+", line) for line in lines)
     assert "utils/gpu.py:6:8: PS602 [error] `pynvml` binds NVIDIA's NVML" in render_concise(fixture_scan)
+
+
+def test_sarif_fixes_come_from_the_cache_when_the_file_is_unchanged(
+        fixture_scan: ScanResult, fixture_sarif: dict, ruleset: RuleSet, tmp_path: Path, monkeypatch) -> None:
+    """With a cache folder a file's fixes are kept: the second log is the same without
+    running the fix engine, and both equal the log made without a cache."""
+    from portscan.report import sarif as sarif_module
+
+    first = json.loads(render_sarif(fixture_scan, ruleset, "9.8.7", cache=tmp_path))
+    assert first == fixture_sarif and any("fixes" in r for r in first["runs"][0]["results"])
+    def no_fixing(root: Path, paths: list[str], rules: RuleSet) -> dict:
+        assert not paths, f"fixed {paths} again"
+        return {}
+
+    monkeypatch.setattr(sarif_module, "_fix", no_fixing)
+    assert json.loads(render_sarif(fixture_scan, ruleset, "9.8.7", cache=tmp_path)) == first

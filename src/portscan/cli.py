@@ -288,7 +288,7 @@ def progress_bar() -> tuple[Callable[[int, int], None] | None, Callable[[], None
     return (lambda done, total: bar.update(task, completed=done, total=total)), bar.stop
 
 
-def render(result: ScanResult, rules: RuleSet, fmt: str, stream: TextIO) -> None:
+def render(result: ScanResult, rules: RuleSet, fmt: str, stream: TextIO, cache: Path | None = None) -> None:
     if fmt == "json":
         from portscan.report.json import render_json
 
@@ -300,7 +300,7 @@ def render(result: ScanResult, rules: RuleSet, fmt: str, stream: TextIO) -> None
     elif fmt == "sarif":
         from portscan.report.sarif import render_sarif
 
-        stream.write(render_sarif(result, rules, __version__))
+        stream.write(render_sarif(result, rules, __version__, cache))
     elif fmt == "github":
         from portscan.report.github import render_github
 
@@ -368,9 +368,9 @@ def run_scan(args: argparse.Namespace) -> int:
                          "drop them)" if known.gone else ""))
     if args.output_file is not None:
         with args.output_file.open("w", encoding="utf-8") as out:
-            render(result, rules, args.format, out)
+            render(result, rules, args.format, out, cache)
     else:
-        render(result, rules, args.format, sys.stdout)
+        render(result, rules, args.format, sys.stdout, cache)
     for unused in result.unused_suppressions:
         chatter.print(f"portscan: {unused.describe()}")
     if args.statistics:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 from portscan.filekinds import file_kind
-from portscan.fix.engine import fix_source
 from portscan.ruleset.fixspec import FixExample, Tier
 from portscan.match.hipify import load_hipify_names
 from portscan.parse import SourceError, split_lines
@@ -123,6 +122,8 @@ def check_fix_example(case: FixCase) -> list[str]:
     """Problems with one fix example: ``before`` must become ``after`` with the rule's
     own tier (unchanged when ``after`` is absent, with a reason), the result must
     compile, lose the finding, and stay as it is on a second run."""
+    from portscan.fix.engine import fix_source  # the fixer (LibCST's codemods) only where a fix is checked
+
     rule, example = case.rule, case.example
     assert rule.fix is not None
     single = RuleSet([rule])

@@ -14,18 +14,24 @@ ignores ``fixes``; VS Code's SARIF viewer and other tools apply them.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 import re
 import string
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from portscan.docs import render_rule_page
-from portscan.fix.apply import fix_files
+from portscan.cache import Cache
+from portscan.discover import FirstParty
 from portscan.model import Confidence, FileError, Finding, ScanResult, Severity
-from portscan.parse import LineIndex, lines_with_ends
+from portscan.parse import LineIndex, SourceError, decode_python, lines_with_ends, read_bytes
 from portscan.report import guard_note
 from portscan.ruleset.schema import Rule
 from portscan.ruleset.loader import RuleSet
+
+if TYPE_CHECKING:
+    from portscan.fix.engine import FileFix
 
 SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -104,27 +110,59 @@ def _fallback_descriptor(finding: Finding) -> Json:
     return descriptor
 
 
+@dataclass(frozen=True, slots=True)
+class FileFixes:
+    """What the fix engine does to one file, as SARIF needs it: (rule, line, the
+    replacements as JSON) of each finding it fixes. What the cache keeps per file."""
+
+    sites: tuple[tuple[str, int, str], ...] = ()
+
+
 class _Fixes:
     """SARIF ``fixes``, from one run of the fix engine per file (``--unsafe-fixes``, so
     unsafe findings have theirs too): each finding gets the changed blocks the engine
     made for it (see :meth:`portscan.fix.engine.FileFix.hunks`), found by its rule and
-    line, never guessed from line distance."""
+    line, never guessed from line distance. With a cache folder, a file's fixes are
+    kept under its text, path, project modules, the rules and portscan's own code, as
+    scan results are, so an unchanged file is not fixed again."""
 
-    def __init__(self, root: str, rules: RuleSet, findings: tuple[Finding, ...]) -> None:
+    def __init__(self, root: str, rules: RuleSet, findings: tuple[Finding, ...], cache: Path | None) -> None:
+        base = Path(root)
         paths = sorted({f.path for f in findings if f.fix in FIX_DESCRIPTION and f.rule in rules.by_code})
+        store = Cache(cache, f"{rules.digest}|sarif fixes") if cache is not None else None
+        first_party = FirstParty(base)
         self.replacements: dict[tuple[str, str, int], list[Json]] = {}
+        keys: dict[str, str] = {}
+        todo: list[str] = []
         try:
-            fixed = fix_files(Path(root), paths, rules, unsafe=True)
-        except Exception:  # noqa: BLE001 - a fix problem must not cost the report
-            fixed = {}
-        for path, result in fixed.items():
-            if not result.changed:
-                continue
-            for applied in result.applied:
-                blocks = result.hunks(applied)
-                if blocks:
-                    self.replacements[(path, applied.rule, applied.line)] = [
-                        replacement(result.source, result.fixed, block) for block in blocks]
+            for path in paths:
+                known = None
+                if store is not None:
+                    try:
+                        text = decode_python(read_bytes(base / path))
+                    except SourceError:
+                        continue
+                    keys[path] = store.key("python", path, first_party((base / path).parent), text)
+                    known = store.get_as(FileFixes, keys[path])
+                if known is None:
+                    todo.append(path)
+                else:
+                    self._keep(path, known)
+            for path, result in _fix(base, todo, rules).items():
+                found = FileFixes(tuple(
+                    (applied.rule, applied.line, json.dumps([replacement(result.source, result.fixed, block)
+                                                             for block in result.hunks(applied)]))
+                    for applied in result.applied if result.changed and result.hunks(applied)))
+                self._keep(path, found)
+                if store is not None and path in keys:
+                    store.put_as(FileFixes, keys[path], found)
+        finally:
+            if store is not None:
+                store.close()
+
+    def _keep(self, path: str, fixes: FileFixes) -> None:
+        for rule, line, replacements in fixes.sites:
+            self.replacements[(path, rule, line)] = json.loads(replacements)
 
     def for_finding(self, finding: Finding) -> list[Json] | None:
         if finding.fix not in FIX_DESCRIPTION:
@@ -135,6 +173,19 @@ class _Fixes:
         return [{"description": {"text": FIX_DESCRIPTION[finding.fix or ""]},
                  "artifactChanges": [{"artifactLocation": _artifact(finding.path),
                                       "replacements": replacements}]}]
+
+
+def _fix(root: Path, paths: list[str], rules: RuleSet) -> dict[str, FileFix]:
+    """The files fixed in memory (none when there is nothing to fix: the fixer, LibCST's
+    codemods, is imported only then); a fix problem must not cost the report."""
+    if not paths:
+        return {}
+    from portscan.fix.apply import fix_files
+
+    try:
+        return fix_files(root, paths, rules, unsafe=True)
+    except Exception:  # noqa: BLE001
+        return {}
 
 
 def replacement(old: str, new: str, block: tuple[int, int, int, int]) -> Json:
@@ -164,17 +215,18 @@ def _notification(error: FileError) -> Json:
     }
 
 
-def render_sarif(result: ScanResult, rules: RuleSet, tool_version: str) -> str:
+def render_sarif(result: ScanResult, rules: RuleSet, tool_version: str, cache: Path | None = None) -> str:
     """The SARIF 2.1.0 log of one scan, as indented JSON with a trailing newline.
 
-    ``rules`` is the rule set the scan ran with: it supplies rule metadata and the fixes.
+    ``rules`` is the rule set the scan ran with: it supplies rule metadata and the fixes;
+    ``cache`` is the cache folder of the scan (see :mod:`portscan.cache`; None: none).
     """
     codes = sorted({f.rule for f in result.findings})
     index = {code: i for i, code in enumerate(codes)}
     first = {f.rule: f for f in result.findings}
     descriptors = [_rule_descriptor(rules.by_code[code]) if code in rules.by_code
                    else _fallback_descriptor(first[code]) for code in codes]
-    fixes = _Fixes(result.root, rules, result.findings)
+    fixes = _Fixes(result.root, rules, result.findings, cache)
     seen: dict[str, int] = {}
     results: list[Json] = []
     for finding in result.findings:
