@@ -7,7 +7,8 @@ through the ``%SRCROOT%`` base id, columns count code points (``columnKind``), a
 fingerprint, so GitHub keeps one alert per finding across pushes.
 
 Findings marked fixable carry ``fixes``: the changes the fix engine makes for that
-finding (its own edit and the imports it needs), as SARIF replacements. GitHub
+finding (its own edit and the imports it needs), as SARIF replacements; a file's fixes
+are kept in the scan's cache, so an unchanged file is not fixed again. GitHub
 ignores ``fixes``; VS Code's SARIF viewer and other tools apply them.
 """
 
