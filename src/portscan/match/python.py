@@ -727,56 +727,16 @@ class _Resolver:
         self.c = collector
         #: (rule, site key, node to report, variables)
         self.hits: list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]] = []
+        # the sites, as the surface names them
+        self.imports, self.chains, self.usage = collector.imported, collector.chains, collector.usage
+        self.calls, self.compares = collector.calls, collector.compares
+        self.stores, self.named_stores = collector.assigns, collector.named_assigns
+        self.item_stores, self.strings = collector.item_assigns, collector.strings
+        self.lookup_keys, self.string_siblings = collector.lookup_keys, collector.string_siblings
 
     def run(self) -> None:
         for kind, rules in self.c.index.kinds:
             kind.resolve_python(rules, self)
-
-    # -- sites ------------------------------------------------------------------
-
-    @property
-    def imports(self) -> list[ImportedName]:
-        return self.c.imported
-
-    @property
-    def chains(self) -> list[_Chain]:
-        return self.c.chains
-
-    @property
-    def usage(self) -> dict[int, str]:
-        return self.c.usage
-
-    @property
-    def calls(self) -> list[CallSite]:
-        return self.c.calls
-
-    @property
-    def compares(self) -> list[CompareSite]:
-        return self.c.compares
-
-    @property
-    def stores(self) -> list[AttributeStore]:
-        return self.c.assigns
-
-    @property
-    def named_stores(self) -> list[NamedStore]:
-        return self.c.named_assigns
-
-    @property
-    def item_stores(self) -> list[ItemStore]:
-        return self.c.item_assigns
-
-    @property
-    def strings(self) -> list[cst.BaseExpression]:
-        return self.c.strings
-
-    @property
-    def lookup_keys(self) -> set[int]:
-        return self.c.lookup_keys
-
-    @property
-    def string_siblings(self) -> dict[int, frozenset[str]]:
-        return self.c.string_siblings
 
     # -- reports ----------------------------------------------------------------
 
