@@ -92,3 +92,22 @@ def test_a_scripts_sibling_modules_are_first_party(tmp_path: Path, rules) -> Non
     (tmp_path / "other.py").write_text("import pynvml\n")
     result = scan_paths([tmp_path], rules)
     assert [(f.path, f.rule) for f in result.findings] == [("other.py", "PS602")]
+
+
+def test_inside_a_package_an_absolute_import_is_the_library_not_the_sibling(tmp_path: Path, rules) -> None:
+    """``mypkg/engine.py`` beside ``mypkg/tensorrt.py``: ``import tensorrt`` is NVIDIA's
+    library (Python 3 imports are absolute), ``from . import tensorrt`` the sibling; in a
+    script directory (no ``__init__.py``) the plain import finds the sibling."""
+    from portscan.scan import scan_paths
+
+    touch(tmp_path, "mypkg/__init__.py", "mypkg/tensorrt.py", "scripts/tensorrt.py")
+    (tmp_path / "mypkg" / "engine.py").write_text("import tensorrt\n")
+    (tmp_path / "mypkg" / "local.py").write_text("from . import tensorrt\n")
+    (tmp_path / "scripts" / "export.py").write_text("import tensorrt\n")
+    result = scan_paths([tmp_path], rules)
+    assert [(f.path, f.rule) for f in result.findings] == [("mypkg/engine.py", "PS101")]
+
+
+def test_a_package_scanned_as_the_root_does_not_make_its_modules_top_level(tmp_path: Path) -> None:
+    touch(tmp_path, "__init__.py", "tensorrt.py", "src/tool.py")
+    assert first_party_modules(tmp_path) == {"tool"}

@@ -187,21 +187,31 @@ def modules_in(directory: Path) -> frozenset[str]:
     return frozenset(n for n in names if n.isidentifier())
 
 
+def script_siblings(directory: Path) -> frozenset[str]:
+    """What a script in ``directory`` imports by plain name from beside itself: Python
+    puts a script's directory on ``sys.path``, so in a directory without
+    ``__init__.py`` ``import pynvml`` finds a ``pynvml.py`` next to it. Inside a
+    package an absolute import is never the sibling (``import tensorrt`` in
+    ``mypkg/engine.py`` is the library even beside ``mypkg/tensorrt.py``; the
+    sibling is ``from . import tensorrt``, which is first-party anyway)."""
+    return frozenset() if (directory / "__init__.py").is_file() else modules_in(directory)
+
+
 def first_party_modules(root: Path) -> frozenset[str]:
-    """Top-level modules the project itself provides (at the root and under ``src/``).
+    """Top-level modules the project itself provides (at the root unless the root is a
+    package itself, and under ``src/``).
 
     Imports of these are the project's own code, never a third-party package of the
-    same name. A script also imports its own directory's modules by plain name
-    (Python puts the script's directory on ``sys.path``): :func:`modules_in` gives
-    those, per file.
+    same name. A script also imports its own directory's modules by plain name:
+    :func:`script_siblings` gives those, per file.
     """
-    return modules_in(root) | modules_in(root / "src")
+    return script_siblings(root) | modules_in(root / "src")
 
 
 class FirstParty:
     """First-party module names for the files of one project, per directory: the
     project's own (:func:`first_party_modules`) plus the directory's siblings
-    (:func:`modules_in`), each listed once per run."""
+    (:func:`script_siblings`), each listed once per run."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
@@ -212,5 +222,5 @@ class FirstParty:
         if directory not in self._by_directory:
             if self._project is None:
                 self._project = first_party_modules(self.root)
-            self._by_directory[directory] = self._project | modules_in(directory)
+            self._by_directory[directory] = self._project | script_siblings(directory)
         return self._by_directory[directory]
