@@ -277,7 +277,11 @@ class _Inputs:
         return self.first_party(source.path.parent) if source.kind == "python" else frozenset()
 
     def lookup(self, source: SourcePath, text: str) -> tuple[str | None, FileScan | None]:
-        """(cache key, the cached result or None); (None, None) without a cache."""
+        """(cache key, the result worked out already or cached, else None); no key
+        without a cache or for a result worked out already."""
+        known = self.known.get(source.path.absolute())
+        if known is not None:
+            return None, FileScan(known)
         if self.cache is None:
             return None, None
         key = self.cache.key(source.kind, source.rel, self.own_modules(source), text)
@@ -291,13 +295,10 @@ class _Inputs:
 
     def scanned(self, source: SourcePath, text: str) -> FileScan:
         """The file's raw result: worked out already, cached, or scanned now (and cached)."""
-        known = self.known.get(source.path.absolute())
-        if known is not None:
-            return FileScan(known)
         key, cached = self.lookup(source, text)
         if cached is not None:
             return cached
-        hipify = self.hipify() if source.kind in ("cuda", "cpp") else None
+        hipify = self.hipify() if source.kind in _KERNEL_KINDS else None
         scanned = file_scan(source, text, self.rules, self.own_modules(source), hipify, self.target)
         self.store(key, scanned)
         return scanned
@@ -305,8 +306,8 @@ class _Inputs:
 
 @dataclass(frozen=True, slots=True)
 class _Ahead:
-    """A Python file's raw result worked out before the file's turn (cache, prefilter,
-    process pool), with its text when finishing it still needs the text."""
+    """A Python or kernel file's raw result worked out before the file's turn (cache,
+    prefilter, process pool), with its text when finishing it still needs the text."""
 
     scanned: FileScan
     text: str | None
@@ -345,8 +346,7 @@ def _ahead(sources: Sequence[SourcePath], inputs: _Inputs, workers: int | None) 
             text = inputs.text(source)
         except SourceError:
             continue  # its turn reports it
-        known = inputs.known.get(source.path.absolute())
-        key, cached = (None, FileScan(known)) if known is not None else inputs.lookup(source, text)
+        key, cached = inputs.lookup(source, text)
         if cached is not None:
             settle(source, text, cached)
         elif BY_NAME[source.kind].may_match(text):
