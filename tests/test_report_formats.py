@@ -16,7 +16,7 @@ from portscan.parse import LineIndex
 from portscan.report.concise import render_concise
 from portscan.report.github import render_github
 from portscan.fix.engine import changed_blocks
-from portscan.report.sarif import neutral_message, render_sarif, replacement
+from portscan.report.sarif import neutral_message, render_sarif, replacements
 from portscan.ruleset.loader import RuleSet, load_rules
 from portscan.scan import scan_paths
 
@@ -227,9 +227,10 @@ def test_replacements_reproduce_the_new_text(old: str, new: str) -> None:
     """The engine's changed blocks, as SARIF replacements, turn the old text into the new."""
     blocks = changed_blocks(old, new)
     assert blocks
-    replacements = [replacement(old, new, block) for block in blocks]
-    assert apply_replacements(old, replacements) == new
-    for r in replacements:
+    found = replacements(old, new, blocks)
+    assert len(found) == len(blocks)
+    assert apply_replacements(old, found) == new
+    for r in found:
         region = r["deletedRegion"]
         assert region["startLine"] >= 1 and region["startColumn"] >= 1
 
@@ -355,8 +356,8 @@ def test_sarif_fixes_come_from_the_cache_when_the_file_is_unchanged(
 
     first = json.loads(render_sarif(fixture_scan, ruleset, "9.8.7", cache=tmp_path))
     assert first == fixture_sarif and any("fixes" in r for r in first["runs"][0]["results"])
-    def no_fixing(root: Path, paths: list[str], rules: RuleSet) -> dict:
-        assert not paths, f"fixed {paths} again"
+    def no_fixing(root: Path, texts: dict[str, str], rules: RuleSet) -> dict:
+        assert not texts, f"fixed {sorted(texts)} again"
         return {}
 
     monkeypatch.setattr(sarif_module, "_fix", no_fixing)

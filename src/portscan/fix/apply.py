@@ -14,7 +14,7 @@ import os
 import stat
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,17 +101,12 @@ def _fix_one(settings: tuple[RuleSet, bool], job: tuple[str, str, frozenset[str]
     return fix_source(text, path, rules, unsafe, first_party)
 
 
-def fix_files(root: Path, paths: Sequence[str], rules: RuleSet, unsafe: bool = False,
+def fix_files(root: Path, texts: Mapping[str, str], rules: RuleSet, unsafe: bool = False,
               workers: int | None = None) -> dict[str, FileFix]:
-    """Each of ``paths`` (relative to ``root``) fixed in memory, one engine run per file,
-    in a process pool when there are several; a file that cannot be read is left out."""
+    """Each file of ``texts`` (path relative to ``root`` -> its text) fixed in memory,
+    one engine run per file, in a process pool when there are several."""
     first_party = FirstParty(root)
-    jobs: list[tuple[str, str, frozenset[str]]] = []
-    for path in paths:
-        try:
-            jobs.append((decode_python(read_bytes(root / path)), path, first_party((root / path).parent)))
-        except SourceError:
-            continue
+    jobs = [(text, path, first_party((root / path).parent)) for path, text in texts.items()]
     count = workers if workers is not None else min(os.cpu_count() or 1, 8)
     if count > 1 and len(jobs) > 1:
         fixed = map_in_processes(_fix_one, (rules, unsafe), jobs, min(count, len(jobs)),

@@ -81,12 +81,14 @@ class FileFix:
     def changed(self) -> bool:
         return self.fixed != self.source
 
-    def hunks(self, applied: Applied) -> list[tuple[int, int, int, int]]:
-        """The blocks of the input -> fixed line diff (``difflib`` opcodes, 0-based
-        ``i1, i2, j1, j2``) that belong to ``applied``'s fix: its own edit and the import
+    def hunks(self) -> list[tuple[Applied, list[tuple[int, int, int, int]]]]:
+        """Each applied fix with the blocks of the input -> fixed line diff (``difflib``
+        opcodes, 0-based ``i1, i2, j1, j2``) that belong to it: its own edit and the import
         changes of the pass that made it. Blocks are those of ``portscan fix --diff``."""
-        return [(i1, i2, j1, j2) for i1, i2, j1, j2 in changed_blocks(self.source, self.fixed)
-                if any(2 * i1 <= t <= 2 * i2 for t in applied.touches)]
+        blocks = changed_blocks(self.source, self.fixed)
+        return [(applied, [(i1, i2, j1, j2) for i1, i2, j1, j2 in blocks
+                           if any(2 * i1 <= t <= 2 * i2 for t in applied.touches)])
+                for applied in self.applied]
 
 
 class _Pass(CodemodCommand):

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 import re
 import string
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import quote
@@ -134,28 +135,26 @@ class _Fixes:
         first_party = FirstParty(base)
         self.replacements: dict[tuple[str, str, int], list[Json]] = {}
         keys: dict[str, str] = {}
-        todo: list[str] = []
+        todo: dict[str, str] = {}  #: path -> text, of the files to fix now
         try:
             for path in paths:
-                known = None
+                try:
+                    text = decode_python(read_bytes(base / path))
+                except SourceError:
+                    continue
                 if store is not None:
-                    try:
-                        text = decode_python(read_bytes(base / path))
-                    except SourceError:
-                        continue
                     keys[path] = store.key("python", path, first_party((base / path).parent), text)
                     known = store.get_as(FileFixes, keys[path])
-                if known is None:
-                    todo.append(path)
-                else:
-                    self._keep(path, known)
+                    if known is not None:
+                        self._keep(path, known)
+                        continue
+                todo[path] = text
             for path, result in _fix(base, todo, rules).items():
                 found = FileFixes(tuple(
-                    (applied.rule, applied.line, json.dumps([replacement(result.source, result.fixed, block)
-                                                             for block in result.hunks(applied)]))
-                    for applied in result.applied if result.changed and result.hunks(applied)))
+                    (applied.rule, applied.line, json.dumps(replacements(result.source, result.fixed, blocks)))
+                    for applied, blocks in result.hunks() if blocks))
                 self._keep(path, found)
-                if store is not None and path in keys:
+                if store is not None:
                     store.put_as(FileFixes, keys[path], found)
         finally:
             if store is not None:
@@ -176,34 +175,37 @@ class _Fixes:
                                       "replacements": replacements}]}]
 
 
-def _fix(root: Path, paths: list[str], rules: RuleSet) -> dict[str, FileFix]:
+def _fix(root: Path, texts: dict[str, str], rules: RuleSet) -> dict[str, FileFix]:
     """The files fixed in memory (none when there is nothing to fix: the fixer, LibCST's
     codemods, is imported only then); a fix problem must not cost the report."""
-    if not paths:
+    if not texts:
         return {}
     from portscan.fix.apply import fix_files
 
     try:
-        return fix_files(root, paths, rules, unsafe=True)
+        return fix_files(root, texts, rules, unsafe=True)
     except Exception:  # noqa: BLE001
         return {}
 
 
-def replacement(old: str, new: str, block: tuple[int, int, int, int]) -> Json:
-    """One changed block of lines (``i1, i2, j1, j2``, 0-based, as ``difflib`` gives
-    them) as a SARIF replacement of ``old``'s region by ``new``'s lines."""
-    i1, i2, j1, j2 = block
+def replacements(old: str, new: str, blocks: Sequence[tuple[int, int, int, int]]) -> list[Json]:
+    """Changed blocks of lines (``i1, i2, j1, j2``, 0-based, as ``difflib`` gives them)
+    as SARIF replacements of ``old``'s regions by ``new``'s lines."""
     a, b = lines_with_ends(old), lines_with_ends(new)
+    starts = [0]
+    for line in a:
+        starts.append(starts[-1] + len(line))
     index = LineIndex(old)
-    start = sum(len(line) for line in a[:i1])
-    end = start + sum(len(line) for line in a[i1:i2])
-    start_line, start_column = index.position(start)
-    end_line, end_column = index.position(end)
-    found: Json = {"deletedRegion": {"startLine": start_line, "startColumn": start_column,
-                                     "endLine": end_line, "endColumn": end_column}}
-    inserted = "".join(b[j1:j2])
-    if inserted:
-        found["insertedContent"] = {"text": inserted}
+    found: list[Json] = []
+    for i1, i2, j1, j2 in blocks:
+        start_line, start_column = index.position(starts[i1])
+        end_line, end_column = index.position(starts[i2])
+        change: Json = {"deletedRegion": {"startLine": start_line, "startColumn": start_column,
+                                          "endLine": end_line, "endColumn": end_column}}
+        inserted = "".join(b[j1:j2])
+        if inserted:
+            change["insertedContent"] = {"text": inserted}
+        found.append(change)
     return found
 
 
