@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PYTHON, code_list
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader, literal_in
@@ -60,13 +60,7 @@ class AssignPattern:
     def resolve_python(cls, rules: Sequence[tuple[Any, AssignPattern]], surface: PythonSurface) -> None:
         """Stores into a listed qualified target, or into a listed bare name, of an
         accepted value."""
-        targets: dict[str, list[tuple[Any, AssignPattern]]] = {}
-        names: dict[str, list[tuple[Any, AssignPattern]]] = {}
-        for rule, p in rules:
-            for target in p.targets:
-                targets.setdefault(target, []).append((rule, p))
-            for name in p.names:
-                names.setdefault(name, []).append((rule, p))
+        targets, names = rules_by(rules, lambda p: p.targets), rules_by(rules, lambda p: p.names)
         for chain, value in surface.stores if targets else ():
             for qualified in chain.scope.qualified(chain.parts):
                 for rule, p in targets.get(qualified, ()):

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import libcst as cst
 
-from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.bounded import Regex
 from portscan.kinds.common import CI, code_list
 from portscan.ruleset.prefilter import Token
@@ -67,10 +67,7 @@ class EnvPattern:
     def resolve_python(cls, rules: Sequence[tuple[Any, EnvPattern]], surface: PythonSurface) -> None:
         """``os.environ[K] = v``, ``os.environ.setdefault(K, v)``, ``os.environ.update(...)``,
         ``os.putenv(K, v)`` with a listed name and an accepted value."""
-        by_name: dict[str, list[tuple[Any, EnvPattern]]] = {}
-        for rule, p in rules:
-            for name in p.names:
-                by_name.setdefault(name, []).append((rule, p))
+        by_name = rules_by(rules, lambda p: p.names)
 
         def hit(key: cst.BaseExpression, value: cst.BaseExpression) -> None:
             name = key.value if isinstance(key, cst.Name) else surface.text(key)

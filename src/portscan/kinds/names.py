@@ -6,7 +6,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import TableReader
@@ -59,14 +59,8 @@ class NamePattern:
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, NamePattern]], surface: PythonSurface) -> None:
         """Each dotted name (and each of its prefixes) that resolves to a listed name."""
-        exact: dict[str, list[tuple[Any, NamePattern]]] = {}
-        wildcards: list[tuple[str, Any, NamePattern]] = []
-        for rule, p in rules:
-            for name in p.names:
-                if name.endswith(".*"):
-                    wildcards.append((name, rule, p))
-                else:
-                    exact.setdefault(name, []).append((rule, p))
+        exact = rules_by(rules, lambda p: (name for name in p.names if not name.endswith(".*")))
+        wildcards = [(name, rule, p) for rule, p in rules for name in p.names if name.endswith(".*")]
 
         def named(qualified: str) -> Iterator[tuple[Any, NamePattern]]:
             yield from exact.get(qualified, ())

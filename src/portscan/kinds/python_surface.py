@@ -12,12 +12,14 @@ reads the sites below needs no edit there.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence, Set
-from typing import Any, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
+from typing import Any, Protocol, TypeVar
 
 import libcst as cst
 
 from portscan.kinds.sites import ArgumentSite
+
+P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
 SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings"})
@@ -123,3 +125,12 @@ class PythonSurface(Protocol):
 
     def program_name(self, word: str) -> str | None: ...
 
+
+def rules_by(rules: Sequence[tuple[Any, P]], keys: Callable[[P], Iterable[str]]) -> dict[str, list[tuple[Any, P]]]:
+    """A kind's rules filed under each key their pattern lists (``p.names``,
+    ``p.callees``, ...), for looking sites up by name."""
+    filed: dict[str, list[tuple[Any, P]]] = {}
+    for rule, p in rules:
+        for key in keys(p):
+            filed.setdefault(key, []).append((rule, p))
+    return filed

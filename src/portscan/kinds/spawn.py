@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PROGRAM, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
@@ -73,10 +73,7 @@ class SubprocessPattern:
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, SubprocessPattern]], surface: PythonSurface) -> None:
         """Each listed program in the command a process-spawning call gets."""
-        spawns: dict[str, list[tuple[Any, SubprocessPattern]]] = {}
-        for rule, p in rules:
-            for callee in p.callees:
-                spawns.setdefault(callee, []).append((rule, p))
+        spawns = rules_by(rules, lambda p: p.callees)
         for call, scope in surface.calls:
             for callee in surface.callee_names(call, scope):
                 for rule, p in spawns.get(callee, ()):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PYTHON, WORDISH, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
@@ -48,10 +48,7 @@ class StringPattern:
     def resolve_python(cls, rules: Sequence[tuple[Any, StringPattern]], surface: PythonSurface) -> None:
         """String literals equal to a listed value, unless used as a lookup key or listed
         beside an ``unless`` value."""
-        by_value: dict[str, list[tuple[Any, StringPattern]]] = {}
-        for rule, p in rules:
-            for value in p.values:
-                by_value.setdefault(value, []).append((rule, p))
+        by_value = rules_by(rules, lambda p: p.values)
         for node in surface.strings:
             if id(node) in surface.lookup_keys:
                 continue  # a key looked up in a mapping names, it does not request
