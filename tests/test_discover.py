@@ -111,3 +111,38 @@ def test_inside_a_package_an_absolute_import_is_the_library_not_the_sibling(tmp_
 def test_a_package_scanned_as_the_root_does_not_make_its_modules_top_level(tmp_path: Path) -> None:
     touch(tmp_path, "__init__.py", "tensorrt.py", "src/tool.py")
     assert first_party_modules(tmp_path) == {"tool"}
+
+
+def test_the_extensions_a_projects_setup_builds_are_its_own(tmp_path: Path, rules, monkeypatch) -> None:
+    """A project that builds ``scaled_masked_softmax_cuda`` itself (kernels vendored from
+    apex, as many training repos do) imports its own kernel, not apex's: the import is
+    first-party, while another project importing that name still gets apex's rule."""
+    from portscan.discover import built_extensions
+    from portscan.scan import scan_paths
+
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "setup.py").write_text(
+        "from setuptools import setup\n"
+        "from torch.utils.cpp_extension import BuildExtension, CUDAExtension, CppExtension\n"
+        "ext = [CUDAExtension('scaled_masked_softmax_cuda', ['csrc/softmax.cpp', 'csrc/softmax.cu']),\n"
+        "       CppExtension(name='mypkg._C', sources=['csrc/ops.cpp']),\n"
+        "       CUDAExtension(name=f'{NAME}_cuda', sources=[])]\n"
+        "setup(name='mypkg', ext_modules=ext, cmdclass={'build_ext': BuildExtension})\n")
+    (project / "model.py").write_text("import scaled_masked_softmax_cuda\n")
+    assert built_extensions(project) == {"scaled_masked_softmax_cuda", "mypkg"}
+    assert "scaled_masked_softmax_cuda" in first_party_modules(project)
+    assert [f for f in scan_paths([project], rules).findings if f.path == "model.py"] == []
+    monkeypatch.chdir(project)  # pre-commit: file names, from the repository root
+    assert scan_paths([Path("model.py")], rules).findings == ()
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model.py").write_text("import scaled_masked_softmax_cuda\n")
+    assert [f.rule for f in scan_paths([other], rules).findings] == ["PS208"]
+
+
+def test_a_setup_py_that_does_not_parse_builds_nothing(tmp_path: Path) -> None:
+    from portscan.discover import built_extensions
+
+    (tmp_path / "setup.py").write_text("print 'python 2'\nCUDAExtension('x_cuda', [])\n")
+    assert built_extensions(tmp_path) == frozenset()

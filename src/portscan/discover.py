@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import os
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ import pathspec
 
 from portscan.filekinds import file_kind
 from portscan.model import FileError
+from portscan.parse import SourceError, decode_python, read_bytes
 
 #: Directory names never worth scanning: VCS data, caches, build output, environments.
 SKIP_DIRS = frozenset({
@@ -197,15 +199,46 @@ def script_siblings(directory: Path) -> frozenset[str]:
     return frozenset() if (directory / "__init__.py").is_file() else modules_in(directory)
 
 
+#: A ``setup.py`` larger than this is not read for extension names.
+SETUP_MAX_BYTES = 1_000_000
+
+
+def _extension_name(call: ast.Call) -> str | None:
+    """The literal module name an ``*Extension(...)`` call builds, if it is given as one."""
+    name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
+    if not name.endswith("Extension"):
+        return None
+    given = next((k.value for k in call.keywords if k.arg == "name"), call.args[0] if call.args else None)
+    return given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else None
+
+
+def built_extensions(root: Path) -> frozenset[str]:
+    """Top-level names of the compiled modules the project's own ``setup.py`` builds
+    (``CUDAExtension("causal_conv1d_cuda", ...)``, ``CppExtension(name="pkg._C")``).
+
+    ``import causal_conv1d_cuda`` in that project is its own kernel, built (and hipified)
+    by its own build, not a third-party package of that name. The file is parsed with
+    CPython's ``ast``, never run; a file that does not parse gives nothing."""
+    path = root / "setup.py"
+    try:
+        if not path.is_file() or path.stat().st_size > SETUP_MAX_BYTES:
+            return frozenset()
+        tree = ast.parse(decode_python(read_bytes(path)))
+    except (OSError, SourceError, SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+    names = (_extension_name(node) for node in ast.walk(tree) if isinstance(node, ast.Call))
+    return frozenset(top for name in names if name and (top := name.split(".")[0]).isidentifier())
+
+
 def first_party_modules(root: Path) -> frozenset[str]:
     """Top-level modules the project itself provides (at the root unless the root is a
-    package itself, and under ``src/``).
+    package itself, under ``src/``, and the extensions its ``setup.py`` builds).
 
     Imports of these are the project's own code, never a third-party package of the
     same name. A script also imports its own directory's modules by plain name:
     :func:`script_siblings` gives those, per file.
     """
-    return script_siblings(root) | modules_in(root / "src")
+    return script_siblings(root) | modules_in(root / "src") | built_extensions(root)
 
 
 class FirstParty:
