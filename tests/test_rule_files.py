@@ -84,6 +84,15 @@ def test_valid_file_loads(tmp_path: Path) -> None:
     (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
                          'kind = "compare"\ncallees = ["demo.f"]\noperators = ["=~"]'),
      "match.operators", "is not one of"),
+    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
+                         'kind = "string"\nvalues = ["CUDA out of memory"]'),
+     "match.values", "not a valid word-like string"),
+    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
+                         'kind = "string"\ntested = "yes"\nvalues = ["CUDA out of memory"]'),
+     "match.tested", "expected true or false"),
+    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
+                         'kind = "string"\ntested = true\nvalues = ["two\\nlines"]'),
+     "match.values", "not a valid one-line text"),
 ])
 def test_invalid_files_name_the_file_and_key(tmp_path: Path, edit, key: str, problem: str) -> None:
     error = error_for(tmp_path, edit(VALID))

@@ -7,6 +7,8 @@ import re
 from collections.abc import Iterable
 
 WORDISH = re.compile(r"^\w[\w.-]*\w$|^\w$")
+#: a non-empty text on one line, not blank at either end
+ONE_LINE = re.compile(r"^\S(?:[^\n]*\S)?$")
 
 PROGRAM = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]*$")
 

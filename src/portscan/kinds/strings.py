@@ -7,35 +7,48 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from portscan.kinds.python_surface import PythonSurface, rules_by
-from portscan.kinds.common import PYTHON, WORDISH, code_list
+import libcst as cst
+
+from portscan.kinds.common import ONE_LINE, PYTHON, WORDISH, code_list
 from portscan.ruleset.prefilter import Token
-from portscan.ruleset.table import TableReader
+from portscan.ruleset.table import PatternError, TableReader
 
 
 @dataclass(frozen=True, slots=True)
 class StringPattern:
     """A string literal with one of the given values, anywhere but a docstring
     (``"CUDAExecutionProvider"`` in a providers list built elsewhere), unless the
-    list or tuple literal holding it also holds one of ``unless``."""
+    list or tuple literal holding it also holds one of ``unless``. With ``tested``, only
+    where the text is looked for in another text (``"CUDA out of memory" in str(err)``,
+    ``msg.startswith(...)``, ``re.search(...)``, ``==``): then a value may be any one-line
+    text, spaces included, and a message that merely contains it is not a match."""
 
     kind: ClassVar[str] = "string"
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"strings"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"strings", "compares", "calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
     values: tuple[str, ...]
     unless: tuple[str, ...] = ()
+    tested: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> StringPattern:
-        return cls(values=r.texts("values", check=WORDISH, what="word-like string"),
-                   unless=r.texts("unless", required=False))
+        tested = r.raw("tested", False)
+        if tested is not None and not isinstance(tested, bool):
+            raise PatternError(r.key("tested"), "expected true or false")
+        check, what = (ONE_LINE, "one-line text") if tested else (WORDISH, "word-like string")
+        return cls(values=r.texts("values", check=check, what=what),
+                   unless=r.texts("unless", required=False), tested=bool(tested))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return tuple(frozenset({v}) for v in self.values)
 
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        if self.tested:
+            return (f"String literals {code_list(map(repr, self.values))} looked for in another text "
+                    "(`in`, `==`, `startswith`, `find`, `re.search`, ...).")
         return f"String literals {code_list(map(repr, self.values))} outside docstrings."
 
     def accepts_siblings(self, siblings: frozenset[str]) -> bool:
@@ -49,11 +62,36 @@ class StringPattern:
         """String literals equal to a listed value, unless used as a lookup key or listed
         beside an ``unless`` value."""
         by_value = rules_by(rules, lambda p: p.values)
+        tested = _tested_texts(surface) if any(p.tested for _, p in rules) else frozenset()
         for node in surface.strings:
             if id(node) in surface.lookup_keys:
                 continue  # a key looked up in a mapping names, it does not request
             text = surface.text(node)
             siblings = surface.string_siblings.get(id(node), frozenset())
             for rule, p in by_value.get(text or "", ()):
-                if p.accepts_siblings(siblings):
+                if p.accepts_siblings(siblings) and (not p.tested or id(node) in tested):
                     surface.hit(rule, id(node), node, value=text or "")
+
+
+#: methods and ``re`` functions whose first argument is looked for in a text
+_SEARCHES = frozenset({"startswith", "endswith", "find", "rfind", "index", "rindex", "count",
+                       "search", "match", "fullmatch", "findall", "finditer"})
+_TESTS = frozenset({"in", "not in", "==", "!="})
+
+
+def _tested_texts(surface: PythonSurface) -> frozenset[int]:
+    """ids of the nodes whose text is looked for in (or compared with) another text."""
+    found: set[int] = set()
+    for comparison, _scope in surface.compares:
+        left = comparison.left
+        for target in comparison.comparisons:
+            operator = surface.operator(target)
+            if operator in _TESTS:
+                found.add(id(left))
+                if operator in ("==", "!="):
+                    found.add(id(target.comparator))
+            left = target.comparator
+    for call, _scope in surface.calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SEARCHES and call.args:
+            found.add(id(call.args[0].value))
+    return frozenset(found)
