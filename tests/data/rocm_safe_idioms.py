@@ -49,6 +49,23 @@ torch.manual_seed(0)
 torch.cuda.manual_seed_all(0)
 
 
+def set_determinism(full: bool) -> None:
+    """cuDNN/MIOpen switches: the same cost on every vendor (performance notes, info)."""
+    torch.backends.cudnn.benchmark = not full
+    if full:
+        torch.backends.cudnn.enabled = False
+    else:
+        torch.backends.cudnn.benchmark = True
+
+
+def is_oom(err: Exception) -> bool:
+    """Vendor-neutral: ROCm says "HIP out of memory"; a log line may still say CUDA."""
+    if isinstance(err, torch.cuda.OutOfMemoryError) or "out of memory" in str(err):
+        log.warning("CUDA out of memory; retrying with a smaller batch")
+        return True
+    return False
+
+
 def rocm_version():
     if torch.version.hip:
         return tuple(int(x) for x in torch.version.hip.split(".")[:2])
