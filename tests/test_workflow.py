@@ -80,9 +80,9 @@ def test_per_file_ignores_and_fail_on(tmp_path: Path, capsys) -> None:
     write(tmp_path, {"pyproject.toml": "[tool.portscan]\nper-file-ignores = { 'tools/*.py' = ['PS6'] }\n"
                                        "fail-on = 'error'\n",
                      "tools/probe.py": "import pynvml\n",
-                     "a.py": "import torch\ntorch.backends.cuda.matmul.allow_tf32 = True\n"})
+                     "a.py": "import torch\nDTYPE = torch.float8_e4m3fn\n"})
     code, lines = concise(capsys, str(tmp_path))
-    assert [line.split()[1] for line in lines] == ["PS303"]  # pynvml ignored under tools/
+    assert [line.split()[1] for line in lines] == ["PS503"]  # pynvml ignored under tools/
     assert code == 0  # only a warning, and fail-on is error
     assert concise(capsys, "--fail-on", "warning", str(tmp_path))[0] == 1
 
@@ -110,18 +110,19 @@ def test_in_house_rules_dir_is_validated_like_builtin(tmp_path: Path, capsys, ru
 
 
 def test_target_changes_what_target_dependent_rules_report(tmp_path: Path, capsys) -> None:
-    write(tmp_path, {"a.py": "import torch\nDTYPE = torch.float8_e4m3fn\n"
-                             "torch.backends.cuda.matmul.allow_tf32 = True\n"})
+    write(tmp_path, {"a.py": "import torch\nDTYPE = torch.float8_e4m3fn\n",
+                     "k.cu": "__global__ void k(float* x) {\n  const int lane = threadIdx.x & 31;\n}\n"})
 
     def severities(*flags: str) -> dict[str, str]:
         _, lines = concise(capsys, *flags, str(tmp_path))
         return {line.split()[1]: line.split()[2].strip("[]") for line in lines}
 
-    assert severities() == {"PS503": "warning", "PS303": "warning"}
-    assert severities("--target-arch", "gfx942") == {"PS503": "error", "PS303": "info"}
-    assert severities("--target-arch", "gfx1201") == {"PS303": "warning"}  # OCP FP8 is native there
+    assert severities() == {"PS503": "warning", "PS911": "warning"}
+    assert severities("--target-arch", "gfx942") == {"PS503": "error", "PS911": "warning"}
+    # OCP FP8 is native on gfx12, whose wavefronts are 32 wide
+    assert severities("--target-arch", "gfx1201") == {"PS911": "info"}
     (tmp_path / "portscan.toml").write_text("target = { rocm = '6.4', arch = 'gfx950' }\n")
-    assert severities() == {"PS303": "warning"}
+    assert severities() == {"PS911": "warning"}
 
 
 # ----------------------------------------------------------------------------- suppressions
