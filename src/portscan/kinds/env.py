@@ -29,11 +29,13 @@ class EnvPattern:
     names: tuple[str, ...]
     values: tuple[Literal, ...] = ()
     regex: Regex | None = None  #: searched in a string value
+    #: values that are not a match (``""``: clearing the variable restricts nothing)
+    not_values: tuple[Literal, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> EnvPattern:
         pattern = cls(names=r.texts("names", check=IDENTIFIER, what="variable name"),
-                      values=r.literals("values"), regex=r.regex("regex"))
+                      values=r.literals("values"), regex=r.regex("regex"), not_values=r.literals("not_values"))
         if pattern.values and pattern.regex is not None:
             raise PatternError(r.where, "give at most one of `values` and `regex`")
         return pattern
@@ -44,12 +46,14 @@ class EnvPattern:
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         values = f" to {code_list(map(repr, self.values))}" if self.values else ""
+        if self.not_values:
+            values += f" (not to {code_list(map(repr, self.not_values))})"
         return (f"Setting the environment variable {code_list(self.names)}{values} from Python "
                 "(`os.environ[...] = ...`, `os.environ.setdefault`, `os.environ.update`, `os.putenv`).")
 
     def matches_env(self, name: str, value: str) -> bool:
         """On the text surfaces, where every value is a string (Python compares literals)."""
-        if name not in self.names:
+        if name not in self.names or value in [str(v) for v in self.not_values]:
             return False
         if self.values and value not in [str(v) for v in self.values]:
             return False
@@ -57,6 +61,8 @@ class EnvPattern:
 
     def accepts_python_value(self, value: object, text: str | None) -> bool:
         """In Python: ``value`` the literal set (or ``MISSING``), ``text`` its string (or None)."""
+        if self.not_values and literal_in(value, self.not_values):
+            return False
         if self.values and not literal_in(value, self.values):
             return False
         return self.regex is None or self.regex.search(text or "") is not None
