@@ -122,6 +122,20 @@ def test_labels_and_judgements_are_scored(tmp_path: Path) -> None:
     assert "train.py:12 [python] a miss — portscan: PS401 error at 4, PS202 info at 10, PS401 error at 2" in text
 
 
+def test_the_headline_shows_the_reference_columns_beside_todays_figures(tmp_path: Path) -> None:
+    tree = read_tree(write_tree(tmp_path))
+    score = Score()
+    score_tree(tree, [Finding("PS401", "train.py", 4, "error")], {}, score)
+    reference = tmp_path / "reference.toml"
+    reference.write_text('[[column]]\nlabel = "before"\nrecall = "0.00 (0/2)"\n'
+                         '[[column]]\nlabel = "target"\ntraps = "<= 0.02"\n')
+    table = run.headline_table(score, reference)
+    assert table[0] == "| measure | value | before | target |"
+    assert "| recall, warning or above (true labels found) | 0.50 (1/2) | 0.00 (0/2) | - |" in table
+    assert "| trap violations (warning or above on a trap) | 0.00 (0/2) | - | <= 0.02 |" in table
+    assert run.headline_table(score, tmp_path / "none.toml")[0] == "| measure | value |"
+
+
 def test_a_drifted_excerpt_is_caught(tmp_path: Path) -> None:
     tree = read_tree(write_tree(tmp_path))
     root = source_tree(tmp_path / "src")

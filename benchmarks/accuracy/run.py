@@ -32,6 +32,11 @@ from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
@@ -169,6 +174,42 @@ def table(title: str, rows: dict[str, Tally]) -> list[str]:
     return out
 
 
+#: figures to show beside today's (``[[column]]`` with ``label`` and a text per measure)
+REFERENCE = HERE / "reference.toml"
+MEASURES = {
+    "recall": "recall, warning or above (true labels found)",
+    "recall_any": "recall, any severity",
+    "recall_cuda": "recall, warning or above, labels with a CUDA token nearby",
+    "traps": "trap violations (warning or above on a trap)",
+    "precision": "judged precision of warnings and errors (true / (true + false))",
+}
+
+
+def headline(score: Score) -> dict[str, str]:
+    """Today's figure per measure, as the tables print it."""
+    t, v = score.total, score.verdicts
+    return {
+        "recall": f"{ratio(t.found, t.true)} ({t.found}/{t.true})",
+        "recall_any": f"{ratio(t.found_any, t.true)} ({t.found_any}/{t.true})",
+        "recall_cuda": f"{ratio(t.cuda_found, t.cuda_true)} ({t.cuda_found}/{t.cuda_true})",
+        "traps": f"{ratio(t.violations, t.traps)} ({t.violations}/{t.traps})",
+        "precision": f"{precision(v)} ({v['true']} true, {v['false']} false, {v['debatable']} debatable; "
+                     f"{len(score.unjudged)} not yet judged, {score.gone} judged ones no longer reported)",
+    }
+
+
+def headline_table(score: Score, reference: Path = REFERENCE) -> list[str]:
+    """The headline measures, with the reference columns (figures before a piece of work,
+    its targets) beside today's."""
+    columns = tomllib.loads(reference.read_text(encoding="utf-8")).get("column", []) if reference.is_file() else []
+    now = headline(score)
+    out = ["| measure | value |" + "".join(f" {c['label']} |" for c in columns),
+           "|---|---|" + "---|" * len(columns)]
+    for key, title in MEASURES.items():
+        out.append(f"| {title} | {now[key]} |" + "".join(f" {c.get(key, '-')} |" for c in columns))
+    return out
+
+
 def render(score: Score, trees: list[Tree], skipped: list[str], timings: list[tuple[str, float, int, int]],
            drift: list[str]) -> str:
     import portscan
@@ -181,16 +222,7 @@ def render(score: Score, trees: list[Tree], skipped: list[str], timings: list[tu
            f"{platform.python_version()}: `python benchmarks/accuracy/run.py` "
            f"(corpus: benchmarks/accuracy/, {len(trees)} trees scored, {labels} labels). "
            "Before/after figures of past changes: [ACCURACY-HISTORY.md](ACCURACY-HISTORY.md).", "",
-           "| measure | value |", "|---|---|",
-           f"| recall, warning or above (true labels found) | {ratio(t.found, t.true)} ({t.found}/{t.true}) |",
-           f"| recall, any severity | {ratio(t.found_any, t.true)} ({t.found_any}/{t.true}) |",
-           f"| recall, warning or above, labels with a CUDA token nearby | "
-           f"{ratio(t.cuda_found, t.cuda_true)} ({t.cuda_found}/{t.cuda_true}) |",
-           f"| trap violations (warning or above on a trap) | {ratio(t.violations, t.traps)} ({t.violations}/{t.traps}) |",
-           f"| judged precision of warnings and errors (true / (true + false)) | {precision(score.verdicts)} "
-           f"({score.verdicts['true']} true, {score.verdicts['false']} false, {score.verdicts['debatable']} "
-           f"debatable; {len(score.unjudged)} not yet judged, {score.gone} judged ones no longer reported) |",
-           ""]
+           *headline_table(score), ""]
     if skipped:
         out += [f"Skipped (tree not available; see the runner's `--git-trees`): {', '.join(skipped)}.", ""]
     if drift:
