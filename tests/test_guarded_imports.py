@@ -137,7 +137,8 @@ def test_uses_of_a_name_the_handler_rebinds_are_not_findings(rules) -> None:
 def test_a_use_without_an_import_finding_is_lowered(rules) -> None:
     """With only the name rule selected, the use of a name the handler rebinds is a
     use of a fallback: one step lower, and not rewritten by a fix."""
-    source = "try:\n    from apex.optimizers import FusedAdam\nexcept ImportError:\n    FusedAdam = None\nopt = FusedAdam(p)\n"
+    source = ("try:\n    from apex.optimizers import FusedAdam\nexcept ImportError:\n    FusedAdam = None\n"
+              "opt = FusedAdam(p)\n")
     [finding] = _scan(source, rules, "PS209")
     assert (finding.span.line, finding.severity.value, finding.guard, finding.fix) == (5, "info", "fallback", None)
 
@@ -166,7 +167,8 @@ def test_repeated_uses_of_one_import_are_one_finding() -> None:
 def test_several_rules_on_one_import_collapse_into_the_most_specific(rules) -> None:
     """Without ``supersedes`` between them, the rule naming the longer module wins."""
     loose = RuleSet(dataclasses.replace(r, supersedes=()) for r in rules.select(["PS201", "PS202", "PS204"]).rules)
-    source = "from apex import amp\nfrom apex.normalization import FusedLayerNorm\nimport apex\nimport pynvml, apex.amp\n"
+    source = ("from apex import amp\nfrom apex.normalization import FusedLayerNorm\nimport apex\n"
+              "import pynvml, apex.amp\n")
     got = [(f.span.line, f.rule) for f in scan_source(source, "m.py", loose)]
     assert got == [(1, "PS202"), (2, "PS204"), (3, "PS201"), (4, "PS202")]
     both = RuleSet([*loose.rules, rules.by_code["PS602"]])

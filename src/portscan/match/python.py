@@ -1382,7 +1382,7 @@ class _Bindings:
         self._reported = {site[0] for rule, site, _, _ in reports if isinstance(site, tuple) and _is_import(rule, site)}
         wanted = {id(node) for rule, site, node, _ in reports if not _is_import(rule, site)}
         self._chains: dict[int, _Chain] = {}
-        if wanted:
+        if wanted and (self._reported or collector.fallback_tries):  # else no use has an import to join
             for chain in collector.chains:
                 for node in chain.nodes:
                     if id(node) in wanted:
