@@ -17,7 +17,7 @@ from conftest import FIXTURE
 FINDING_KEYS = {"rule": str, "name": str, "severity": str, "category": str, "confidence": str,
                 "path": str, "line": int, "column": int, "end_line": int, "end_column": int,
                 "message": str, "rewrite": str, "references": list, "guard": type(None),
-                "fix": type(None), "fingerprint": str}
+                "fix": type(None), "fingerprint": str, "uses": list}
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:

@@ -155,7 +155,9 @@ def scan(root: Path) -> tuple[list[Finding], float]:
     if done.returncode not in (0, 1):
         raise CorpusError(f"{root}: portscan failed ({done.returncode}): {done.stderr[-800:]}")
     report = json.loads(done.stdout)
-    found = [Finding(f["rule"], f["path"], f["line"], f["severity"]) for f in report["findings"]]
+    # a finding stands for its listed uses as well (one finding per import, its uses listed)
+    found = [Finding(f["rule"], f["path"], line, f["severity"]) for f in report["findings"]
+             for line in [f["line"], *(use["line"] for use in f.get("uses", ()))]]
     return found, elapsed
 
 

@@ -63,6 +63,10 @@ class Finding:
     #: hash of rule, path and the finding's source lines with whitespace normalised: stable
     #: when code moves (see :func:`portscan.scan.fingerprint`); baselines and SARIF use it
     fingerprint: str = ""
+    #: other places this finding stands for, as (line, column): the later uses of the same
+    #: import by the same rule, and the uses of a guarded import's names (see
+    #: :func:`portscan.scan.collapse`); one finding per import, not one per use
+    uses: tuple[tuple[int, int], ...] = ()
 
     def sort_key(self) -> tuple[str, int, int, str]:
         return (self.path, self.span.line, self.span.column, self.rule)

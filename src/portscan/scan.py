@@ -11,6 +11,7 @@ into the kernel scan; they come from the same parse and walk as the file's findi
 from __future__ import annotations
 
 import functools
+import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from portscan.discover import (
     relative,
 )
 from portscan.match import Match, snippet
+from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.match.levels import guarded_severity
 from portscan.match.manifests import requirements_includes
@@ -65,7 +67,7 @@ def fingerprint(rule: str, path: str, text: str) -> str:
 def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Severity | None = None
                ) -> Finding:
     rule = match.rule
-    severity = guarded_severity(base or rule.severity, match.guard, rule.pattern.kind == "import")
+    severity = guarded_severity(base or rule.severity, match.guard, rule.pattern.kind == "import" and not match.folded)
     span = lines.span(match.start, match.end)
     first, last = lines.starts[span.line - 1], lines.starts[span.end_line] if span.end_line < len(
         lines.starts) else len(text)
@@ -137,12 +139,70 @@ def findings_from(text: str, path: str, matches: list[Match], target: Target | N
         if "matched" not in match.variables and isinstance(match.variables, dict):
             match.variables["matched"] = snippet(text[match.start:match.end])
     lines = LineIndex(text)
-    findings = []
+    pairs = []
     for match in matches:
         base = match.rule.severity_for(target)
         if base is not None:
-            findings.append(to_finding(match, path, lines, text, base))
-    return tuple(sorted(findings, key=Finding.sort_key))
+            pairs.append((match, to_finding(match, path, lines, text, base)))
+    return tuple(sorted(collapse(pairs), key=Finding.sort_key))
+
+
+def _specificity(match: Match) -> tuple[str, int]:
+    """The module an import rule reports, and how many dotted parts the longest of the
+    rule's modules covering it has (``apex.normalization`` is more specific than ``apex``)."""
+    module = match.variables.get("module", "")
+    covering = [m for m in getattr(match.rule.pattern, "modules", ()) if is_at_or_below(module, m)]
+    return module, max((m.count(".") + 1 for m in covering), default=0)
+
+
+def _less_specific(a: Match, b: Match) -> bool:
+    """Does ``b`` name ``a``'s module or one below it, with a more specific rule?"""
+    (module_a, depth_a), (module_b, depth_b) = _specificity(a), _specificity(b)
+    return is_at_or_below(module_b, module_a) and (module_b != module_a or depth_b > depth_a)
+
+
+def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
+    """One finding per CUDA-only import rather than one per use (issue 17, item 6):
+
+    - on one import statement, only the most specific import rules are kept
+      (``apex.normalization`` over ``apex``);
+    - a folded use (an attribute use a ``uses = true`` rule asks for, or a name the
+      ``try``'s handler binds to a fallback too) is listed in ``uses`` of its import's
+      finding instead of being a finding of its own;
+    - the other uses of one import that the same rule reports at the same severity are
+      one finding, at the first, with the rest in ``uses``, where an import rule reports
+      the import (the module is CUDA-only). A use with a fix marker stays a finding of its
+      own: ``portscan fix`` rewrites it there, and the marker says so.
+    """
+    imports: dict[int, list[tuple[Match, Finding]]] = {}
+    for match, finding in pairs:
+        if match.binding is not None and match.rule.pattern.kind == "import" and not match.folded:
+            imports.setdefault(match.binding, []).append((match, finding))
+    dropped: set[int] = set()
+    for found in imports.values():
+        dropped.update(id(f) for m, f in found if any(other.rule.code != m.rule.code and _less_specific(m, other)
+                                                      for other, _ in found))
+    kept_imports = {binding: [f for _, f in found if id(f) not in dropped] for binding, found in imports.items()}
+    extra: dict[int, list[tuple[int, int]]] = {}  # id(finding) -> its uses
+    anchors: dict[tuple[str, int, Severity, str | None], Finding] = {}
+    out: list[Finding] = []
+    for match, finding in sorted(pairs, key=lambda pair: pair[1].sort_key()):
+        if id(finding) in dropped:
+            continue
+        owners = kept_imports.get(match.binding, []) if match.binding is not None else []
+        place = (finding.span.line, finding.span.column)
+        if match.folded and owners:
+            owner = next((f for f in owners if f.rule == finding.rule), owners[0])
+            extra.setdefault(id(owner), []).append(place)
+            continue
+        if owners and match.binding is not None and match.rule.pattern.kind != "import" and finding.fix is None:
+            key = (finding.rule, match.binding, finding.severity, finding.guard)
+            if key in anchors:
+                extra.setdefault(id(anchors[key]), []).append(place)
+                continue
+            anchors[key] = finding
+        out.append(finding)
+    return [dataclasses.replace(f, uses=tuple(sorted(set(extra[id(f)])))) if id(f) in extra else f for f in out]
 
 
 def read_source(path: Path, kind: str) -> str:

@@ -12,6 +12,8 @@ starts the comment. Suppressions that silence nothing can be listed
 
 from __future__ import annotations
 
+import dataclasses
+
 import io
 import re
 import tokenize
@@ -87,6 +89,12 @@ def apply(findings: Iterable[Finding], found: list[Suppression]
         matching = [s for s in found if covers(s, finding.rule, finding.span.line, finding.span.end_line)]
         if matching:
             used.update(matching)
-        else:
-            kept.append(finding)
+            continue
+        if finding.uses:  # a comment on a use's line silences that use, not the finding
+            silencing = [(use, s) for use in finding.uses for s in found if covers(s, finding.rule, use[0], use[0])]
+            used.update(s for _, s in silencing)
+            silenced = {use for use, _ in silencing}
+            if silenced:
+                finding = dataclasses.replace(finding, uses=tuple(u for u in finding.uses if u not in silenced))
+        kept.append(finding)
     return tuple(kept), [s for s in found if s not in used]

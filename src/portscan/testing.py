@@ -86,7 +86,8 @@ def check_example(case: ExampleCase) -> list[str]:
         findings = scan_source(example.source, example.path, RuleSet([case.rule]), hipify=hipify)
     except SourceError as exc:
         return [f"example does not parse: {exc.message}"]
-    got = Counter(f.span.line for f in findings)
+    # a finding that lists other uses of its import reports those lines too
+    got = Counter(line for f in findings for line in [f.span.line, *(use[0] for use in f.uses)])
     want = Counter(expected)
     problems = []
     for line in sorted(set(got) | set(want)):
@@ -115,7 +116,7 @@ def fix_cases(rules: RuleSet) -> list[FixCase]:
 
 
 def _unguarded(text: str, rule: Rule) -> int:
-    return sum(1 for f in scan_source(text, "example.py", RuleSet([rule])) if f.guard is None)
+    return sum(1 + len(f.uses) for f in scan_source(text, "example.py", RuleSet([rule])) if f.guard is None)
 
 
 def check_fix_example(case: FixCase) -> list[str]:
@@ -148,7 +149,7 @@ def check_fix_example(case: FixCase) -> list[str]:
         problems.append(f"the fixed code does not compile: {exc}")
     if fix_source(result.fixed, "example.py", single, unsafe=True).changed:
         problems.append("not idempotent: a second run changes the fixed code again")
-    if rule.fix.kind == "guard-import":  # the import is now guarded; its uses are reported
+    if rule.fix.kind == "guard-import":  # the import is now guarded; its uses are listed with it
         if not any(f.guard for f in scan_source(result.fixed, "example.py", single)):
             problems.append("the guarded import is not recognised as guarded")
     elif _unguarded(result.fixed, rule) >= _unguarded(example.before, rule):

@@ -19,15 +19,20 @@ from torch.utils.checkpoint import checkpoint
 if TYPE_CHECKING:
     import tensorrt  # only for type hints; never imported at run time
 
-try:
-    import pynvml  # optional: GPU telemetry on NVIDIA machines
+try:  # the fused kernel where apex is built, PyTorch's own LayerNorm elsewhere: nothing lost
+    from apex.normalization import FusedLayerNorm as LayerNorm
 except ImportError:
-    pynvml = None
+    from torch.nn import LayerNorm
 
 try:
-    from apex.optimizers import FusedAdam
+    from apex.normalization import FusedRMSNorm
 except ImportError:
-    FusedAdam = None
+    FusedRMSNorm = torch.nn.RMSNorm
+
+try:
+    from apex.optimizers import FusedAdam as AdamW
+except ImportError:
+    AdamW = torch.optim.AdamW
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +112,19 @@ def gpu_memory_report() -> str:
     return f"{free}/{total} free, {allocated} allocated, {reserved} reserved, peak {peak}"
 
 
+def environment_report() -> dict[str, str]:
+    """Versions of the optional packages that are installed: a missing one loses a line."""
+    info = {"torch": torch.__version__}
+    try:
+        import pynvml
+
+        info["pynvml"] = pynvml.__version__
+    except ImportError:
+        pass
+    return info
+
+
 def telemetry():
-    if pynvml is None:
-        return None
     try:
         out = subprocess.run(["amd-smi", "metric", "--json"], capture_output=True, text=True)
         return out.stdout
@@ -121,6 +136,8 @@ class Block(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()
         self.norm = nn.LayerNorm(dim, eps=1e-5)
+        self.pre_norm = LayerNorm(dim, eps=1e-5)  # apex's or torch's, see the imports
+        self.post_norm = FusedRMSNorm(dim, eps=1e-5)
         self.rms = nn.RMSNorm(dim, eps=1e-5)
         self.fc = nn.Linear(dim, dim)
 
@@ -136,6 +153,7 @@ def train(model: nn.Module, loader, steps: int = 10) -> float:
         model = DDP(model, device_ids=[LOCAL_RANK])
     compiled = torch.compile(model)
     graphed = torch.compile(model, mode="reduce-overhead")
+    optimizer = AdamW(model.parameters(), lr=3e-4, weight_decay=0.0)  # apex FusedAdam or torch AdamW
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.0, fused=True)
     scaler = torch.amp.GradScaler("cuda")
     loss = torch.zeros((), device=DEVICE)

@@ -26,6 +26,13 @@ class Match:
     #: why the rule's fix does not apply at this site, decided at scan time
     #: (see :mod:`portscan.match.fixsites`); a fix reports it instead of trying
     declined: str | None = None
+    #: start offset of the import statement the matched name comes from (Python only):
+    #: an import rule's own statement, or the import that binds a use's first name
+    binding: int | None = None
+    #: a use that belongs to the finding of its import (see :func:`portscan.scan.collapse`):
+    #: an attribute use a ``uses = true`` rule asks for, or a name that a ``try``'s
+    #: handler binds to a fallback as well
+    folded: bool = False
 
 
 _WHITESPACE = re.compile(r"\s+")

@@ -15,9 +15,12 @@ range lies inside one takes the guard's name and a lowered severity:
 ``fallback``
     in the body of a ``try`` with a handler that catches the failure (a bare
     ``except``, ``ImportError``, ``Exception``, ``OSError``, ...) and does not just
-    re-raise -- the code degrades instead of crashing -- an import reported as
-    ``info`` (its failure is handled), anything else one step lower
-    (error -> warning -> info).
+    re-raise -- the code degrades instead of crashing, but the feature is silently
+    lost on ROCm -- one step lower (error -> warning -> info), imports included.
+``fallback-equivalent``
+    an import in such a ``try`` whose handler binds every name it imports to one of
+    the rule's ``equivalents`` (``except ImportError: LayerNorm = torch.nn.LayerNorm``
+    for apex's ``FusedLayerNorm``) -- nothing is lost -- reported as ``info``.
 
 The vendor test is a syntactic heuristic, stated here so users can predict it.
 """
@@ -25,12 +28,15 @@ The vendor test is a syntactic heuristic, stated here so users can predict it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import libcst as cst
 
 from portscan.match.syntax import children, dotted, string_text
 from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK,
+    FALLBACK_EQUIVALENT,
     GUARD_ORDER,
     TYPE_CHECKING,
     VENDOR_BRANCH,
@@ -105,3 +111,58 @@ def boolean_operands(node: cst.BooleanOperation) -> list[cst.BaseExpression]:
         else:
             operands.append(item)
     return operands
+
+
+@dataclass(frozen=True, slots=True)
+class Substitute:
+    """What a handler binds a name to: a dotted name as written (``parts``, qualified
+    later through the scope), a name it imports (``full``), or neither (``None``,
+    ``False``, a def or class of the project's own: nothing equivalent)."""
+
+    parts: tuple[str, ...] = ()
+    full: str = ""
+
+
+def handler_bindings(handlers: Sequence[cst.ExceptHandler | cst.ExceptStarHandler]
+                     ) -> dict[str, list[Substitute]]:
+    """The names the falling-back handlers bind, and to what (``if``/``else`` inside a
+    handler included): what the ``try``'s imports become when they fail."""
+    found: dict[str, list[Substitute]] = {}
+    blocks: list[cst.BaseSuite] = [h.body for h in handlers if handler_falls_back(h)]
+    while blocks:
+        block = blocks.pop()
+        lines = block.body if isinstance(block, cst.IndentedBlock) else [block]
+        for line in lines:
+            statements = line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) \
+                else [line]
+            for statement in statements:
+                for name, substitute in _binds(statement, blocks):
+                    found.setdefault(name, []).append(substitute)
+    return found
+
+
+def _binds(statement: cst.CSTNode, blocks: list[cst.BaseSuite]) -> Iterator[tuple[str, Substitute]]:
+    if isinstance(statement, cst.If):
+        blocks.append(statement.body)
+        if statement.orelse is not None:
+            blocks.append(statement.orelse.body)
+    elif isinstance(statement, (cst.Assign, cst.AnnAssign)):
+        targets = ([t.target for t in statement.targets] if isinstance(statement, cst.Assign)
+                   else [statement.target])
+        chain = dotted(statement.value) if statement.value is not None else None
+        substitute = Substitute(parts=tuple(chain[1])) if chain is not None else Substitute()
+        for target in targets:
+            if isinstance(target, cst.Name):
+                yield target.value, substitute
+    elif isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        yield statement.name.value, Substitute()
+    elif isinstance(statement, cst.Import):
+        for alias in statement.names:
+            if alias.asname is not None:
+                yield alias.evaluated_alias or alias.evaluated_name, Substitute(full=alias.evaluated_name)
+    elif isinstance(statement, cst.ImportFrom) and not statement.relative and statement.module is not None \
+            and not isinstance(statement.names, cst.ImportStar):
+        module = cst.helpers.get_full_name_for_node(statement.module) or ""
+        for alias in statement.names:
+            yield (alias.evaluated_alias or alias.evaluated_name,
+                   Substitute(full=f"{module}.{alias.evaluated_name}"))

@@ -9,23 +9,30 @@ from portscan.model import Severity
 TYPE_CHECKING = "type-checking"
 VENDOR_BRANCH = "vendor-branch"
 FALLBACK = "fallback"
+FALLBACK_EQUIVALENT = "fallback-equivalent"
 
 #: A guard's effect on severity; ``None`` means "one step lower".
 _GUARD_SEVERITY: dict[str, Severity | None] = {
     TYPE_CHECKING: Severity.INFO,
     VENDOR_BRANCH: Severity.INFO,
     FALLBACK: None,
+    FALLBACK_EQUIVALENT: Severity.INFO,
 }
 _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
                   Severity.INFO: Severity.INFO}
 #: When regions nest, the strongest guard wins.
-GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, FALLBACK)
+GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, FALLBACK_EQUIVALENT, FALLBACK)
 
 
 def guarded_severity(severity: Severity, guard: str | None, is_import: bool = False) -> Severity:
+    """Guarded code is one step lower, or ``info`` where the guard says it never runs on
+    ROCm. A CUDA-only import whose failure is handled is a feature silently lost on
+    ROCm -- "runs, but differs or is slower", a warning -- so such an import is at most
+    a warning and never below one (an error becomes a warning); only a handler that
+    substitutes an equivalent (``fallback-equivalent``) makes it ``info``."""
     if guard is None:
         return severity
     if guard == FALLBACK and is_import:
-        return Severity.INFO
+        return Severity.INFO if severity is Severity.INFO else Severity.WARNING
     target = _GUARD_SEVERITY[guard]
     return _ONE_STEP_DOWN[severity] if target is None else target

@@ -32,10 +32,13 @@ from portscan.match import Match
 from portscan.match.fixsites import decline_reasons
 from portscan.match.guards import (
     FALLBACK,
+    FALLBACK_EQUIVALENT,
     GUARD_ORDER,
     TYPE_CHECKING,
     VENDOR_BRANCH,
     boolean_operands,
+    Substitute,
+    handler_bindings,
     handler_falls_back,
     is_type_checking,
     is_vendor_check,
@@ -227,6 +230,14 @@ class Region(NamedTuple):
     guard: str
 
 
+class FallbackTry(NamedTuple):
+    """A ``try`` whose handlers fall back: its body, what the handlers bind, the scope."""
+
+    body: cst.CSTNode
+    substitutes: dict[str, list[Substitute]]
+    scope: Scope
+
+
 class NameCheck(NamedTuple):
     """Code under a condition that mentions these names (``if pynvml is not None:``)."""
 
@@ -266,6 +277,7 @@ class _Collector(Walker):
         #: id(string literal) -> the string values of the list/tuple/set literal holding it
         self.string_siblings: dict[int, frozenset[str]] = {}
         self.regions: list[Region] = []
+        self.fallback_tries: list[FallbackTry] = []
         self._flattened: set[int] = set()
         self.imported: list[ImportedName] = []
         self.use_imports: list[UsedImport] = []
@@ -709,6 +721,7 @@ class _Collector(Walker):
     def visit_Try(self, node: cst.Try | cst.TryStar) -> bool:
         if any(handler_falls_back(handler) for handler in node.handlers):
             self.regions.append(Region(node.body, FALLBACK))
+            self.fallback_tries.append(FallbackTry(node.body, handler_bindings(node.handlers), self.scope))
         return True
 
     visit_TryStar = visit_Try
@@ -1290,33 +1303,170 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     regions = collector.regions
     uses = _use_candidates(collector)
     checks = collector.name_checks if uses else []
-    offsets = locate(module, [node for _, node, _ in reports] + [node for node, _ in regions]
+    bindings = _Bindings(collector, reports)
+    offsets = locate(module, [node for _, _, node, _ in reports] + [node for node, _ in regions]
                      + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
-                     + [node for node, _ in checks])
+                     + [node for node, _ in checks] + bindings.statements()
+                     + [t.body for t in collector.fallback_tries])
     guarded = [(offsets[id(node)], guard) for node, guard in regions if id(node) in offsets]
 
     def guard_at(start: int, end: int) -> str | None:
         guards = {guard for (g_start, g_end), guard in guarded if g_start <= start and end <= g_end}
         return next((g for g in GUARD_ORDER if g in guards), None)
 
+    tries = _Tries(collector.fallback_tries, offsets)
     matches = []
-    for rule, node, variables in reports:
+    #: id(import statement) -> the guard of its import findings
+    import_guards: dict[int, str | None] = {}
+    for rule, site, node, variables in reports:
         start, end = offsets[id(node)]
         variables.setdefault("matched", source_snippet(module, node))
-        matches.append(Match(rule, start, end, variables, guard_at(start, end), node))
+        guard = guard_at(start, end)
+        statement = bindings.import_statement(rule, site)
+        folded = False
+        if statement is not None:  # an import rule's own statement
+            if guard == FALLBACK and (tries.substituted(statement, bindings.locals(statement), rule.equivalents)
+                                      or bindings.probes_only(statement)):
+                guard = FALLBACK_EQUIVALENT
+            import_guards.setdefault(id(statement), guard)
+        else:
+            statement = bindings.use_statement(node)
+            if statement is not None and tries.rebinds(statement, bindings.first_name(node)):
+                folded = True  # `FusedAdam(...)` where the handler binds FusedAdam as well
+        binding = offsets[id(statement)][0] if statement is not None else None
+        matches.append(Match(rule, start, end, variables, guard, node, binding=binding, folded=folded))
+    for i, m in enumerate(matches):  # a folded use without a guard of its own takes its import's
+        if m.folded and m.guard is None:
+            statement = bindings.use_statement(m.node)
+            guard = import_guards.get(id(statement), FALLBACK) if statement is not None else FALLBACK
+            matches[i] = dataclasses.replace(m, guard=guard)
     matches = [dataclasses.replace(m, declined=reason) if reason else m
                for m, reason in zip(matches, decline_reasons(module, matches), strict=True)]
     checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
-    for rule, statement, node, variables in uses:
-        if guard_at(*offsets[id(statement)]) != FALLBACK:
+    for rule, used_at, node, variables in uses:
+        if guard_at(*offsets[id(used_at)]) not in (FALLBACK, FALLBACK_EQUIVALENT):
             continue  # an unguarded import is reported itself; its uses add nothing
         start, end = offsets[id(node)]
         local = variables["local"]
         if any(s <= start and end <= e and local in names for (s, e), names in checked):
             continue  # `if pynvml is not None:` and the like
         variables = {"module": variables["module"], "matched": source_snippet(module, node)}
-        matches.append(Match(rule, start, end, variables, guard_at(start, end), node, fixable=False))
+        guard = guard_at(start, end) or import_guards.get(id(used_at))
+        matches.append(Match(rule, start, end, variables, guard, node, fixable=False,
+                             binding=offsets[id(used_at)][0], folded=True))
     return matches
+
+
+#: module attributes that describe the module rather than use it
+_METADATA = frozenset({"__version__", "__file__", "__path__", "__name__"})
+
+
+def _is_import(rule: Rule, site: object) -> bool:
+    """An import rule's site: (id(statement), imported name)."""
+    return rule.pattern.kind == "import" and isinstance(site, tuple)
+
+
+class _Bindings:
+    """Which import statement each report comes from: an import rule's own statement,
+    or the import that binds the first name of a dotted use (one that an import rule
+    reports, when several bind it)."""
+
+    def __init__(self, collector: _Collector, reports: Sequence[tuple[Rule, object, cst.BaseExpression,
+                                                                       dict[str, str]]]) -> None:
+        self._collector = collector
+        self._statements = {id(site.statement): site.statement for site in collector.imported}
+        self._locals: dict[int, list[str]] = {}
+        for site in collector.imported:
+            if site.local is not None:
+                self._locals.setdefault(id(site.statement), []).append(site.local)
+        self._reported = {site[0] for rule, site, _, _ in reports if isinstance(site, tuple) and _is_import(rule, site)}
+        wanted = {id(node) for rule, site, node, _ in reports if not _is_import(rule, site)}
+        self._chains: dict[int, _Chain] = {}
+        if wanted and (self._reported or collector.fallback_tries):  # else no use has an import to join
+            for chain in collector.chains:
+                for node in chain.nodes:
+                    if id(node) in wanted:
+                        self._chains[id(node)] = chain
+        self._uses: dict[int, cst.Import | cst.ImportFrom | None] = {
+            key: self._binding(chain) for key, chain in self._chains.items()}
+
+    def _binding(self, chain: _Chain) -> cst.Import | cst.ImportFrom | None:
+        owner = chain.scope.lookup(chain.parts[0])
+        candidates = owner.imports.get(chain.parts[0], []) if owner is not None else []
+        reported = [s for s in candidates if id(s) in self._reported]
+        chosen = reported or candidates
+        return chosen[0] if chosen else None
+
+    def statements(self) -> list[cst.CSTNode]:
+        found: list[cst.CSTNode] = [self._statements[key] for key in self._reported]
+        return found + [s for s in self._uses.values() if s is not None]
+
+    def import_statement(self, rule: Rule, site: object) -> cst.Import | cst.ImportFrom | None:
+        return self._statements.get(site[0]) if isinstance(site, tuple) and _is_import(rule, site) else None
+
+    def use_statement(self, node: cst.CSTNode) -> cst.Import | cst.ImportFrom | None:
+        return self._uses.get(id(node))
+
+    def first_name(self, node: cst.CSTNode) -> str:
+        return self._chains[id(node)].parts[0]
+
+    def locals(self, statement: cst.CSTNode) -> list[str]:
+        return self._locals.get(id(statement), [])
+
+    def probes_only(self, statement: cst.CSTNode) -> bool:
+        """Is every name ``statement`` binds used, and only for its metadata
+        (``vllm.__version__`` in an environment report)? Then a failed import loses a
+        line of a report, no feature."""
+        names = set(self.locals(statement))
+        if not names:
+            return False
+        used: set[str] = set()
+        for chain in self._collector.chains:
+            name = chain.parts[0]
+            if name not in names:
+                continue
+            owner = chain.scope.lookup(name)
+            if owner is None or statement not in owner.imports.get(name, ()):
+                continue
+            if len(chain.parts) < 2 or chain.parts[1] not in _METADATA:
+                return False
+            used.add(name)
+        return used == names
+
+
+class _Tries:
+    """The falling-back ``try`` blocks, by position: what their handlers bind the names
+    the imports in them bind."""
+
+    def __init__(self, tries: Sequence[FallbackTry], offsets: Mapping[int, tuple[int, int]]) -> None:
+        self._tries = sorted(((offsets[id(t.body)], t) for t in tries if id(t.body) in offsets),
+                             key=lambda item: item[0][1] - item[0][0])
+        self._offsets = offsets
+
+    def innermost(self, statement: cst.CSTNode) -> FallbackTry | None:
+        if id(statement) not in self._offsets:
+            return None
+        start, end = self._offsets[id(statement)]
+        return next((t for (s, e), t in self._tries if s <= start and end <= e), None)
+
+    def rebinds(self, statement: cst.CSTNode, name: str) -> bool:
+        """Does the handler of the ``try`` around ``statement`` bind ``name`` too?"""
+        found = self.innermost(statement)
+        return found is not None and name in found.substitutes
+
+    def substituted(self, statement: cst.CSTNode, names: Sequence[str], equivalents: Sequence[str]) -> bool:
+        """Does the handler bind every name ``statement`` imports to one of ``equivalents``?"""
+        found = self.innermost(statement)
+        if found is None or not names or not equivalents:
+            return False
+        wanted = set(equivalents)
+
+        def equivalent(substitute: Substitute) -> bool:
+            if substitute.full:
+                return substitute.full in wanted
+            return bool(substitute.parts) and bool(wanted.intersection(found.scope.qualified(substitute.parts)))
+
+        return all(any(equivalent(s) for s in found.substitutes.get(name, ())) for name in names)
 
 
 def _use_candidates(collector: _Collector
@@ -1343,10 +1493,10 @@ def _use_candidates(collector: _Collector
 
 
 def _report_nodes(hits: Iterable[tuple[Rule, object, cst.BaseExpression, dict[str, str]]]
-                  ) -> list[tuple[Rule, cst.BaseExpression, dict[str, str]]]:
+                  ) -> list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]]:
     """One report per rule and site; imports: one per statement and rule, placed on
     the ``from`` module when the module itself falls under the rule."""
-    reports: list[tuple[Rule, cst.BaseExpression, dict[str, str]]] = []
+    reports: list[tuple[Rule, object, cst.BaseExpression, dict[str, str]]] = []
     seen: set[tuple[str, object]] = set()
     for rule, site, node, variables in hits:
         # an import site is (statement, imported name): report once per statement
@@ -1354,7 +1504,7 @@ def _report_nodes(hits: Iterable[tuple[Rule, object, cst.BaseExpression, dict[st
         if key in seen:
             continue
         seen.add(key)
-        reports.append((rule, node, variables))
+        reports.append((rule, site, node, variables))
     return reports
 
 

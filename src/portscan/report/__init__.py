@@ -32,6 +32,20 @@ def guard_note(finding: Finding) -> str:
     return f" (guarded: {finding.guard})" if finding.guard else ""
 
 
+def uses_note(finding: Finding) -> str:
+    """`` (+N uses: lines a, b, ...)`` for a finding that stands for other uses of its import."""
+    if not finding.uses:
+        return ""
+    lines = sorted({line for line, _ in finding.uses})
+    shown = ", ".join(str(line) for line in lines[:USES_SHOWN]) + (", ..." if len(lines) > USES_SHOWN else "")
+    noun = "use" if len(finding.uses) == 1 else "uses"
+    return f" (+{len(finding.uses)} {noun}: line{'s' if len(lines) > 1 else ''} {shown})"
+
+
+#: how many lines of a finding's uses the one-line formats show
+USES_SHOWN = 5
+
+
 def fix_counts(findings: Iterable[Finding]) -> tuple[int, int]:
     """(findings with a safe fix, findings with an unsafe fix)."""
     fixes = Counter(f.fix for f in findings)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from portscan.model import FileError, Finding, ScanResult
-from portscan.report import FIX_SUFFIX, clean, guard_note
+from portscan.report import FIX_SUFFIX, clean, guard_note, uses_note
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -21,7 +21,7 @@ def _one_line(text: str) -> str:
 def finding_line(finding: Finding) -> str:
     line = (f"{clean(finding.path)}:{finding.span.line}:{finding.span.column}: {finding.rule} "
             f"[{finding.severity.value}] {_one_line(finding.message)}")
-    line += guard_note(finding)
+    line += guard_note(finding) + uses_note(finding)
     if finding.fix:
         line += FIX_SUFFIX.get(finding.fix, f" [{finding.fix} fix]")
     return line

@@ -8,7 +8,7 @@ in path and line order) and a final notice says how many were left out.
 
 from __future__ import annotations
 
-from portscan.report import clean, guard_note
+from portscan.report import clean, guard_note, uses_note
 from portscan.model import FileError, Finding, ScanResult, Severity
 
 COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -34,7 +34,7 @@ def command(level: str, message: str, **properties: object) -> str:
 
 def finding_command(finding: Finding) -> str:
     span = finding.span
-    message = finding.message + guard_note(finding)
+    message = finding.message + guard_note(finding) + uses_note(finding)
     return command(COMMAND[finding.severity], message, file=finding.path, line=span.line,
                    endLine=span.end_line, col=span.column, endColumn=span.end_column,
                    title=f"{finding.rule} {finding.name}")

@@ -30,6 +30,7 @@ def finding_to_dict(finding: Finding) -> dict[str, object]:
         "guard": finding.guard,
         "fix": finding.fix,
         "fingerprint": finding.fingerprint,
+        "uses": [{"line": line, "column": column} for line, column in finding.uses],
     }
 
 

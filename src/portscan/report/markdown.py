@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from portscan.filekinds import file_kind
 from portscan.kinds.rocm_wheels import rocm_wheels
-from portscan.report import clean, fix_counts, guard_note
+from portscan.report import clean, fix_counts, guard_note, uses_note
 from portscan.model import Finding, ScanResult, Severity
 
 #: file kinds that pip or conda read to install the project
@@ -98,7 +98,8 @@ def render_markdown(result: ScanResult) -> str:
     for category, group in by_category.items():
         out += [f"### {category}", ""]
         for f in sorted(group, key=lambda f: (-f.severity.rank, f.path, f.span.line)):
-            out.append(f"- **{f.severity.value}** {_where(f)} {f.rule}: {_cell(f.message)}{guard_note(f)}")
+            notes = guard_note(f) + uses_note(f)
+            out.append(f"- **{f.severity.value}** {_where(f)} {f.rule}: {_cell(f.message)}{notes}")
         out.append("")
     if result.extensions:
         out += ["## CUDA extensions", "",

@@ -246,6 +246,12 @@ def render_sarif(result: ScanResult, rules: RuleSet, tool_version: str, cache: P
                            "endLine": span.end_line, "endColumn": span.end_column},
             }}],
         }
+        if finding.uses:
+            entry["relatedLocations"] = [
+                {"id": i, "message": {"text": "another use of the same import"},
+                 "physicalLocation": {"artifactLocation": _artifact(finding.path),
+                                      "region": {"startLine": line, "startColumn": column}}}
+                for i, (line, column) in enumerate(finding.uses, 1)]
         if finding.fingerprint:
             seen[finding.fingerprint] = seen.get(finding.fingerprint, 0) + 1
             entry["partialFingerprints"] = {"primaryLocationLineHash":

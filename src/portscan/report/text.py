@@ -18,7 +18,7 @@ from rich.text import Text
 
 from portscan.model import Finding, ScanResult, Severity
 from portscan.parse import SourceError, decode_python, read_bytes, split_lines
-from portscan.report import FIX_SUFFIX, clean, fix_counts, guard_note, summary
+from portscan.report import FIX_SUFFIX, clean, fix_counts, guard_note, summary, uses_note
 
 SEVERITY_STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "yellow", Severity.INFO: "cyan"}
 FRAME_CONTEXT = 1
@@ -57,7 +57,7 @@ def render_finding(finding: Finding, lines: list[str] | None) -> Group:
     head.append(f"{finding.rule} ", style="bold magenta")
     head.append(f"{finding.severity.value:<7} ", style=SEVERITY_STYLE[finding.severity])
     head.append(clean(finding.message))
-    head.append(guard_note(finding), style="dim")
+    head.append(guard_note(finding) + uses_note(finding), style="dim")
     if finding.fix:
         head.append(FIX_SUFFIX.get(finding.fix, f" [{finding.fix} fix]"), style="cyan")
     parts: list[object] = [head]

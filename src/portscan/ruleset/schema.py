@@ -79,6 +79,10 @@ class Rule:
     fix: FixSpec | None = None  #: ``None``: the rewrite is a suggestion only
     targets: tuple[TargetOverride, ...] = ()
     digest: str = ""  #: hash of the rule file's bytes (cache keys)
+    #: qualified names that do the same job without CUDA (import rules only): a ``try``
+    #: whose handler binds the imported name to one of them loses nothing on ROCm, so the
+    #: import is ``info`` (guard ``fallback-equivalent``), see docs/rule-format.md#guards
+    equivalents: tuple[str, ...] = ()
 
     def severity_for(self, target: Target | None) -> Severity | None:
         """The severity on ``target`` (None: the rule does not apply there)."""
@@ -186,6 +190,9 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
         references = r.texts("references", check=_URL, what="https URL")
         supersedes = r.texts("supersedes", required=False, check=_CODE, what="rule code")
         pattern = read_pattern(r.raw("match", True))
+        equivalents = r.dotted("equivalents", required=False)
+        if equivalents and pattern.kind != "import":
+            raise PatternError("equivalents", f"only import rules take equivalents, not {pattern.kind} rules")
         try:
             unknown = _template_variables(message) - pattern.variables
         except ValueError as exc:
@@ -201,7 +208,7 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
             rewrite=prose(r.text("rewrite")), references=references, pattern=pattern,
             supersedes=supersedes, bad=_read_examples(r.raw("bad", True), "bad"),
             good=_read_examples(r.raw("good", True), "good"), origin=origin, fix=fix,
-            targets=targets,
+            targets=targets, equivalents=equivalents,
         )
         r.finish()
         return rule

@@ -1,0 +1,225 @@
+"""Guarded CUDA-only imports (issue 17, items 1 and 6): a ``try``/``except ImportError``
+whose handler falls back loses the feature on ROCm, so the import is a warning (an
+error one step lower), unless the handler substitutes an equivalent; the uses of a
+guarded import are listed under its finding, and one import is one finding."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import inline_rule
+
+from portscan.model import ScanResult
+from portscan.report.json import render_json
+from portscan.report.sarif import render_sarif
+from portscan.report.concise import finding_line
+from portscan.ruleset.loader import RuleSet
+from portscan.ruleset.schema import RuleFileError, parse_rule
+from portscan.scan import scan_paths, scan_source
+from portscan.suppress import apply, suppressions
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "guarded-features"
+
+#: (path, line, rule, severity, guard, lines of the uses it lists)
+EXPECTED = [
+    ("guarded_features/layers.py", 10, "PS719", "info", "type-checking", ()),
+    # `LayerNorm = nn.LayerNorm` in the handler: an equivalent; its uses are not findings
+    ("guarded_features/layers.py", 15, "PS204", "info", "fallback-equivalent", (52, 53)),
+    ("guarded_features/layers.py", 20, "PS204", "info", "fallback-equivalent", (54,)),  # from torch.nn import RMSNorm
+    ("guarded_features/layers.py", 25, "PS204", "warning", "fallback", ()),  # has_apex = False
+    ("guarded_features/layers.py", 31, "PS206", "warning", "fallback", ()),  # a class of its own
+    ("guarded_features/layers.py", 37, "PS719", "warning", "fallback", ()),  # logs, te = None
+    ("guarded_features/optim.py", 5, "PS203", "info", "fallback-equivalent", (17,)),  # torch.optim.AdamW
+    ("guarded_features/optim.py", 10, "PS203", "warning", "fallback", (19, 21, 23)),  # FusedLAMB = None
+    ("guarded_features/telemetry.py", 5, "PS602", "warning", "fallback", (14, 15, 16)),  # an error, one step down
+    ("guarded_features/telemetry.py", 24, "PS719", "info", "fallback-equivalent", ()),  # only its __version__
+]
+
+
+def test_the_fixture_finding_by_finding(rules) -> None:
+    result = scan_paths([FIXTURE], rules)
+    assert result.errors == ()
+    got = [(f.path, f.span.line, f.rule, f.severity.value, f.guard, tuple(line for line, _ in f.uses))
+           for f in result.findings]
+    assert got == EXPECTED
+
+
+def _scan(source: str, rules, *codes: str):
+    return scan_source(textwrap.dedent(source), "m.py", rules.select(list(codes)) if codes else rules)
+
+
+@pytest.mark.parametrize("handler, severity, guard", [
+    ("pynvml = None", "warning", "fallback"),
+    ("pass", "warning", "fallback"),
+    ("log.warning('no NVML: no GPU telemetry')", "warning", "fallback"),
+    ("HAVE_NVML = False", "warning", "fallback"),
+    ("def pynvml():\n        return None", "warning", "fallback"),
+    ("raise RuntimeError('install pynvml')", "error", None),
+])
+def test_a_guarded_error_import_is_one_step_lower(rules, handler: str, severity: str, guard: str | None) -> None:
+    source = f"import logging\nlog = logging.getLogger()\ntry:\n    import pynvml\nexcept ImportError:\n    {handler}\n"
+    [finding] = _scan(source, rules, "PS602")
+    assert (finding.severity.value, finding.guard) == (severity, guard)
+
+
+@pytest.mark.parametrize("handler, severity, guard", [
+    ("LayerNorm = torch.nn.LayerNorm", "info", "fallback-equivalent"),
+    ("LayerNorm = nn.LayerNorm", "info", "fallback-equivalent"),
+    ("from torch.nn import LayerNorm", "info", "fallback-equivalent"),
+    ("import torch.nn.LayerNorm as LayerNorm", "info", "fallback-equivalent"),
+    ("if OLD:\n        LayerNorm = None\n    else:\n        LayerNorm = nn.LayerNorm", "info", "fallback-equivalent"),
+    # not an equivalent: the fast path is lost
+    ("LayerNorm = None", "warning", "fallback"),
+    ("LayerNorm = functools.partial(nn.LayerNorm, eps=1e-6)", "warning", "fallback"),
+    ("class LayerNorm(nn.Module):\n        pass", "warning", "fallback"),
+    ("LayerNorm = nn.BatchNorm1d", "warning", "fallback"),
+    ("HAVE_APEX = False", "warning", "fallback"),
+])
+def test_only_an_equivalent_substitute_makes_the_import_info(rules, handler: str, severity: str, guard: str) -> None:
+    source = (f"import functools\nimport torch\nimport torch.nn as nn\ntry:\n"
+              f"    from apex.normalization import FusedLayerNorm as LayerNorm\nexcept ImportError:\n    {handler}\n")
+    [finding] = [f for f in _scan(source, rules) if f.rule == "PS204"]
+    assert (finding.severity.value, finding.guard) == (severity, guard)
+
+
+def test_a_warning_import_stays_a_warning_when_guarded(rules) -> None:
+    """Below warning would hide a lost feature among the infos (timm's fast_norm.py)."""
+    source = """
+    try:
+        from apex.normalization.fused_layer_norm import fused_layer_norm_affine
+        has_apex = True
+    except ImportError:
+        has_apex = False
+    """
+    [finding] = _scan(source, rules)
+    assert (finding.rule, finding.severity.value, finding.guard) == ("PS204", "warning", "fallback")
+
+
+def test_type_checking_and_vendor_branches_stay_info(rules) -> None:
+    source = """
+    from typing import TYPE_CHECKING
+    import torch
+    if TYPE_CHECKING:
+        import pynvml
+    if torch.version.hip is None:
+        try:
+            import pynvml
+        except ImportError:
+            pynvml = None
+    """
+    assert [(f.span.line, f.severity.value, f.guard) for f in _scan(source, rules, "PS602")] == [
+        (5, "info", "type-checking"), (8, "info", "vendor-branch")]
+
+
+def test_uses_of_a_name_the_handler_rebinds_are_not_findings(rules) -> None:
+    source = """
+    import torch
+    try:
+        from apex.optimizers import FusedAdam
+    except ImportError:
+        FusedAdam = None
+
+    def build(params):
+        return FusedAdam(params, lr=1e-3)
+
+    def build_again(params):
+        return FusedAdam(params, lr=1e-4)
+    """
+    findings = _scan(source, rules)
+    assert [(f.rule, f.span.line, f.severity.value, f.uses) for f in findings] == [
+        ("PS203", 4, "warning", ((9, 12), (12, 12)))]
+
+
+def test_a_use_without_an_import_finding_is_lowered(rules) -> None:
+    """With only the name rule selected, the use of a name the handler rebinds is a
+    use of a fallback: one step lower, and not rewritten by a fix."""
+    source = ("try:\n    from apex.optimizers import FusedAdam\nexcept ImportError:\n    FusedAdam = None\n"
+              "opt = FusedAdam(p)\n")
+    [finding] = _scan(source, rules, "PS209")
+    assert (finding.span.line, finding.severity.value, finding.guard, finding.fix) == (5, "info", "fallback", None)
+
+
+def test_without_a_fallback_the_uses_stay_findings(rules) -> None:
+    source = ("from apex.optimizers import FusedAdam\n"
+              "a = FusedAdam(p)\n"
+              "b = FusedAdam(q)\n")
+    findings = _scan(source, rules)
+    assert [(f.rule, f.span.line) for f in findings] == [("PS203", 1), ("PS209", 2), ("PS209", 3)]
+    assert all(f.fix == "unsafe" for f in findings if f.rule == "PS209")  # each fix keeps its marker
+
+
+def test_repeated_uses_of_one_import_are_one_finding() -> None:
+    """A rule without a fix on many uses of one CUDA-only import: one finding, at the
+    first use, listing the others."""
+    module = inline_rule("XX719", {"kind": "import", "modules": ["transformer_engine"]})
+    linear = inline_rule("XX720", {"kind": "name", "names": ["transformer_engine.pytorch.Linear"]})
+    source = ("import transformer_engine.pytorch as te\nimport torch\n"
+              "a = te.Linear(1, 2)\nb = te.Linear(2, 3)\nc = torch.nn.Linear(3, 4)\nd = te.Linear(4, 5)\n")
+    findings = scan_source(source, "m.py", RuleSet([module, linear]))
+    assert [(f.rule, f.span.line, f.uses) for f in findings] == [
+        ("XX719", 1, ()), ("XX720", 3, ((4, 5), (6, 5)))]
+
+
+def test_several_rules_on_one_import_collapse_into_the_most_specific(rules) -> None:
+    """Without ``supersedes`` between them, the rule naming the longer module wins."""
+    loose = RuleSet(dataclasses.replace(r, supersedes=()) for r in rules.select(["PS201", "PS202", "PS204"]).rules)
+    source = ("from apex import amp\nfrom apex.normalization import FusedLayerNorm\nimport apex\n"
+              "import pynvml, apex.amp\n")
+    got = [(f.span.line, f.rule) for f in scan_source(source, "m.py", loose)]
+    assert got == [(1, "PS202"), (2, "PS204"), (3, "PS201"), (4, "PS202")]
+    both = RuleSet([*loose.rules, rules.by_code["PS602"]])
+    assert [(f.span.line, f.rule) for f in scan_source("import pynvml, apex.amp\n", "m.py", both)] == [
+        (1, "PS602"), (1, "PS202")]  # different modules on one line are both kept
+
+
+GUARDED_NVML = """
+try:
+    import pynvml
+except ImportError:
+    pynvml = None
+
+def used(i):
+    pynvml.nvmlInit()
+    return pynvml.nvmlDeviceGetHandleByIndex(i)  # noqa: PS602
+"""
+
+
+def test_a_comment_on_a_use_silences_that_use(rules) -> None:
+    source = textwrap.dedent(GUARDED_NVML)
+    [finding] = scan_source(source, "m.py", rules.select(["PS602"]))
+    assert finding.uses == ((8, 5), (9, 12))
+    kept, unused = apply([finding], suppressions(source, "m.py", "python"))
+    assert [f.uses for f in kept] == [((8, 5),)] and unused == []
+    silenced = source.replace("import pynvml\n", "import pynvml  # portscan: ignore[PS602]\n")
+    kept, _ = apply(scan_source(silenced, "m.py", rules.select(["PS602"])), suppressions(silenced, "m.py", "python"))
+    assert kept == ()  # the import's comment silences the finding, uses and all
+
+
+def test_the_uses_in_every_format(rules) -> None:
+    source = textwrap.dedent(GUARDED_NVML).replace("  # noqa: PS602", "")
+    findings = scan_source(source, "m.py", rules.select(["PS602"]))
+    result = ScanResult(root="/r", files_scanned=1, findings=findings, scanned=("m.py",))
+    [item] = json.loads(render_json(result))["findings"]
+    assert item["uses"] == [{"line": 8, "column": 5}, {"line": 9, "column": 12}]
+    assert item["guard"] == "fallback" and item["severity"] == "warning"
+    [sarif] = json.loads(render_sarif(result, rules, "0"))["runs"][0]["results"]
+    assert [r["physicalLocation"]["region"] for r in sarif["relatedLocations"]] == [
+        {"startLine": 8, "startColumn": 5}, {"startLine": 9, "startColumn": 12}]
+    assert finding_line(findings[0]).endswith("(guarded: fallback) (+2 uses: lines 8, 9)")
+
+
+def test_equivalents_are_for_import_rules_and_dotted_names() -> None:
+    base = {"code": "XX101", "name": "x", "category": "test", "severity": "warning", "confidence": "high",
+            "message": "m", "rocm": "r", "rewrite": "w", "references": ["https://example.org"],
+            "bad": [{"source": "x"}], "good": [{"source": "x"}]}
+    rule = parse_rule({**base, "match": {"kind": "import", "modules": ["apex"]},
+                       "equivalents": ["torch.nn.LayerNorm"]}, "t")
+    assert rule.equivalents == ("torch.nn.LayerNorm",)
+    with pytest.raises(RuleFileError, match="only import rules"):
+        parse_rule({**base, "match": {"kind": "name", "names": ["a.b"]}, "equivalents": ["torch.nn.LayerNorm"]}, "t")
+    with pytest.raises(RuleFileError, match="dotted"):
+        parse_rule({**base, "match": {"kind": "import", "modules": ["apex"]}, "equivalents": ["not a name"]}, "t")
