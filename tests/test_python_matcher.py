@@ -457,8 +457,30 @@ def guarded(source: str):
      [(2, "XX401", "info", "vendor-branch")]),
     ("import torch\nif torch.cuda.is_available():\n    v = float(torch.version.cuda)\n",
      [(3, "XX401", "error", None)]),
+    ("import torch\nname = torch.cuda.get_device_name().lower()\nif 'nvidia' in name:\n"
+     "    import pynvml\nelif 'amd' in name:\n    pass\n", [(4, "XX602", "info", "vendor-branch")]),
+    ("import torch\nif 'A100' in torch.cuda.get_device_name():\n    import pynvml\n",
+     [(3, "XX602", "error", None)]),
 ])
 def test_guards_lower_the_severity(source: str, expected) -> None:
+    assert guarded(source) == expected
+
+
+@pytest.mark.parametrize("source, expected", [
+    # mentioned only in a vendor branch: the helper's body is one too
+    ("def _nvidia_gpus():\n    import pynvml\n\ndef count(name):\n    if 'nvidia' in name:\n"
+     "        return _nvidia_gpus()\n", [(2, "XX602", "info", "vendor-branch")]),
+    # also called outside one
+    ("def _nvidia_gpus():\n    import pynvml\n\ndef count(name):\n    if 'nvidia' in name:\n"
+     "        return _nvidia_gpus()\n\ndef total():\n    return _nvidia_gpus()\n", [(2, "XX602", "error", None)]),
+    # a public function may be called from other modules
+    ("def nvidia_gpus():\n    import pynvml\n\ndef count(name):\n    if 'nvidia' in name:\n"
+     "        return nvidia_gpus()\n", [(2, "XX602", "error", None)]),
+    # never mentioned: nothing tells where it runs
+    ("import torch\ndef _nvidia_gpus():\n    import pynvml\n\nif torch.version.hip:\n    pass\n",
+     [(3, "XX602", "error", None)]),
+])
+def test_a_private_helper_mentioned_only_in_vendor_branches_is_one(source: str, expected) -> None:
     assert guarded(source) == expected
 
 

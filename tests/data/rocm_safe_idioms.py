@@ -192,3 +192,17 @@ def maybe_fp8():
     else:
         dtype = torch.bfloat16
     yield dtype
+
+
+def _nvidia_topology() -> str:
+    """Reached only from the vendor dispatch below: never runs on AMD GPUs."""
+    return subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True).stdout
+
+
+def gpu_topology() -> str:
+    name = torch.cuda.get_device_properties(0).name.lower()
+    if "nvidia" in name:
+        return _nvidia_topology()
+    elif "amd" in name or "advanced micro devices" in name:
+        return subprocess.run(["amd-smi", "topology"], capture_output=True, text=True).stdout
+    return ""

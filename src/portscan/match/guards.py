@@ -7,8 +7,10 @@ range lies inside one takes the guard's name and a lowered severity:
     under ``if TYPE_CHECKING:`` -- never runs -- reported as ``info``.
 ``vendor-branch``
     in a branch of an ``if``/``elif``/ternary whose condition checks the GPU vendor
-    (``torch.version.hip``, ``torch.version.cuda``, ``gcnArchName``, or a name such
-    as ``is_rocm``/``IS_HIP``), after ``if <vendor check>: return ...`` in the same
+    (``torch.version.hip``, ``torch.version.cuda``, ``gcnArchName``, a name such
+    as ``is_rocm``/``IS_HIP``, or a string naming a vendor: ``"nvidia" in gpu_name``),
+    in the body of a private module-level function mentioned only inside such
+    branches, after ``if <vendor check>: return ...`` in the same
     block, or anywhere in an ``and``/``or`` chain that contains such a check
     (``torch.version.cuda is not None and cap >= (9, 0)``) -- the author handles ROCm
     explicitly -- reported as ``info``.
@@ -50,7 +52,8 @@ FALLBACK_EXCEPTIONS = frozenset({
     "CalledProcessError", "SubprocessError", "NVMLError", "AssertionError",
 })
 _VENDOR_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd)(_|$)|^gcnArchName$")
-_VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)")
+#: a vendor named in a string the condition tests (``"nvidia" in gpu_name``, ``backend == "rocm"``)
+_VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanced micro devices)\b")
 
 def is_type_checking(test: cst.BaseExpression) -> bool:
     chain = dotted(test)

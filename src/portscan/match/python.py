@@ -1304,11 +1304,14 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     uses = _use_candidates(collector)
     checks = collector.name_checks if uses else []
     bindings = _Bindings(collector, reports)
+    helpers = _helper_mentions(module, collector)
     offsets = locate(module, [node for _, _, node, _ in reports] + [node for node, _ in regions]
                      + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
                      + [node for node, _ in checks] + bindings.statements()
-                     + [t.body for t in collector.fallback_tries])
+                     + [t.body for t in collector.fallback_tries]
+                     + [n for body, mentions in helpers for n in (body, *mentions)])
     guarded = [(offsets[id(node)], guard) for node, guard in regions if id(node) in offsets]
+    guarded += _vendor_only_helpers(helpers, guarded, offsets)
 
     def guard_at(start: int, end: int) -> str | None:
         guards = {guard for (g_start, g_end), guard in guarded if g_start <= start and end <= g_end}
@@ -1467,6 +1470,39 @@ class _Tries:
             return bool(substitute.parts) and bool(wanted.intersection(found.scope.qualified(substitute.parts)))
 
         return all(any(equivalent(s) for s in found.substitutes.get(name, ())) for name in names)
+
+
+def _helper_mentions(module: cst.Module, collector: _Collector) -> list[tuple[cst.CSTNode, list[cst.Name]]]:
+    """(body, mentions) of each private module-level function (``def _check_nvidia(...)``)
+    the module mentions, when the module has vendor branches at all."""
+    if not any(guard == VENDOR_BRANCH for _, guard in collector.regions):
+        return []
+    helpers = {s.name.value: s for s in module.body
+               if isinstance(s, cst.FunctionDef) and s.name.value.startswith("_")}
+    if not helpers:
+        return []
+    mentions: dict[str, list[cst.Name]] = {}
+    top = collector.module_scope
+    for chain in collector.chains:
+        name = chain.parts[0]
+        if name in helpers and chain.scope.lookup(name) is top:
+            mentions.setdefault(name, []).append(chain.nodes[0])  # type: ignore[arg-type]
+    return [(helpers[name].body, found) for name, found in mentions.items()]
+
+
+def _vendor_only_helpers(helpers: list[tuple[cst.CSTNode, list[cst.Name]]],
+                         guarded: list[tuple[tuple[int, int], str]],
+                         offsets: dict[int, tuple[int, int]]) -> list[tuple[tuple[int, int], str]]:
+    """A private helper mentioned only inside vendor branches (``if "nvidia" in name:
+    _check_nvidia_connectivity()``) runs only on that vendor: its body is a vendor branch
+    too. One level: a helper reached only through another such helper is not followed."""
+    branches = [span for span, guard in guarded if guard == VENDOR_BRANCH]
+    found = []
+    for body, mentions in helpers:
+        spans = [offsets.get(id(m)) for m in mentions]
+        if all(span is not None and any(s <= span[0] and span[1] <= e for s, e in branches) for span in spans):
+            found.append((offsets[id(body)], VENDOR_BRANCH))
+    return found
 
 
 def _use_candidates(collector: _Collector
