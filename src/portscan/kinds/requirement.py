@@ -7,11 +7,14 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, ClassVar
 
+from packaging.version import InvalidVersion, Version
+
 from portscan.kinds.python_surface import PythonSurface
 from portscan.bounded import Regex
 from portscan.kinds.sites import RequirementSite
 from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_list
 from portscan.kinds.rocm_wheels import rocm_wheels
+from portscan.kinds.ceiling import only_below
 from portscan.ruleset.prefilter import Fragment, Token, regex_fragments
 from portscan.ruleset.table import PatternError, TableReader
 
@@ -52,6 +55,9 @@ class RequirementPattern:
     #: (``--index-url``, ``--extra-index-url``, ``-f``), with no local version and no URL:
     #: PyPI's default wheel
     unindexed: bool = False
+    #: only a version specifier that admits no release at or above this one (``0.49.0``:
+    #: the first release with ROCm support), so every version it allows lacks it
+    below: Version | None = None
 
     @classmethod
     def read(cls, r: TableReader) -> RequirementPattern:
@@ -68,12 +74,17 @@ class RequirementPattern:
         if wheels is not None and (wheels != "none" or rocm_wheels_table_missing(names)):
             raise PatternError(r.key("rocm_wheels"), 'expected "none", for packages listed in '
                                "rocm-wheels.toml")
+        below = r.text("below", required=False)
+        try:
+            ceiling = Version(below) if below else None
+        except InvalidVersion:
+            raise PatternError(r.key("below"), f"{below!r} is not a version") from None
         return cls(names=names, extras=r.texts("extras", required=False, what="extra glob"),
                    local_versions=r.texts("local_versions", required=False, what="version glob"),
                    url=r.regex("url"), sections=sections, rocm_wheels=wheels or "",
                    images=r.texts("images", required=False, what="image glob"),
                    not_images=r.texts("not_images", required=False, what="image glob"),
-                   unindexed=bool(unindexed))
+                   unindexed=bool(unindexed), below=ceiling)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         # only setup.py reaches the Python prefilter: it must call setup() and name the
@@ -100,6 +111,8 @@ class RequirementPattern:
         if self.rocm_wheels:
             text += (" whose version specifier no release with ROCm wheels on download.pytorch.org "
                      "meets")
+        if self.below is not None:
+            text += f" whose version specifier allows only releases before {self.below}"
         if self.images or self.unindexed:
             where = f" in container definitions built on {code_list(self.images)}" if self.images else ""
             plain = " installed from PyPI's default index (no index URL, local version or URL)" \
@@ -128,6 +141,8 @@ class RequirementPattern:
             table = rocm_wheels(site.name)
             if table is None or not table.none_meets(site.specifier):
                 return False
+        if self.below is not None and not only_below(site.specifier, self.below):
+            return False
         return site.section in self.sections
 
     # -- the Python surface (see portscan.kinds.python_surface) ---------------------------

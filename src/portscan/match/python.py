@@ -597,6 +597,11 @@ class _Collector(Walker):
             self.strings.append(node)
         return False
 
+    def visit_FormattedString(self, node: cst.FormattedString) -> bool:
+        if "strings" in self.index.sites:
+            self.strings.append(node)
+        return True  # the placeholders are expressions with sites of their own
+
     def _visit_collection(self, node: cst.List | cst.Tuple | cst.Set) -> bool:
         """Remember which strings share a literal collection (``["MIGraphX...", "CUDA..."]``)."""
         if "strings" in self.index.sites:
