@@ -14,10 +14,11 @@ from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 
-def only_below(specifier: str, ceiling: Version) -> bool:
-    """True when no version at or above ``ceiling`` meets ``specifier``. Local labels
+def only_below(specifier: str, below: str) -> bool:
+    """True when no version at or above ``below`` meets ``specifier``. Local labels
     (``+cu121``) are dropped first; an unparsable specifier is never reported."""
     try:
+        ceiling = Version(below)
         spec = SpecifierSet(",".join(c.strip().split("+", 1)[0] for c in specifier.split(",") if c.strip()))
         return any(_caps_below(clause, ceiling) for clause in spec)
     except (InvalidSpecifier, InvalidVersion):

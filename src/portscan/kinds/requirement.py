@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 from packaging.version import InvalidVersion, Version
 
 from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.spawn import DEFAULT_SPAWN_CALLEES
 from portscan.bounded import Regex
 from portscan.kinds.sites import RequirementSite
 from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_list
@@ -57,7 +58,7 @@ class RequirementPattern:
     unindexed: bool = False
     #: only a version specifier that admits no release at or above this one (``0.49.0``:
     #: the first release with ROCm support), so every version it allows lacks it
-    below: Version | None = None
+    below: str = ""
 
     @classmethod
     def read(cls, r: TableReader) -> RequirementPattern:
@@ -76,7 +77,7 @@ class RequirementPattern:
                                "rocm-wheels.toml")
         below = r.text("below", required=False)
         try:
-            ceiling = Version(below) if below else None
+            Version(below) if below else None
         except InvalidVersion:
             raise PatternError(r.key("below"), f"{below!r} is not a version") from None
         return cls(names=names, extras=r.texts("extras", required=False, what="extra glob"),
@@ -84,15 +85,18 @@ class RequirementPattern:
                    url=r.regex("url"), sections=sections, rocm_wheels=wheels or "",
                    images=r.texts("images", required=False, what="image glob"),
                    not_images=r.texts("not_images", required=False, what="image glob"),
-                   unindexed=bool(unindexed), below=ceiling)
+                   unindexed=bool(unindexed), below=below)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        # only setup.py reaches the Python prefilter: it must call setup() and name the
-        # package at the start of a requirement string (or give a matching URL)
+        # a Python file must call setup() and name the package at the start of a
+        # requirement string (or give a matching URL)
+        prefixes = {glob_prefix(n).split("-")[0] for n in self.names}
         sets: list[frozenset[Token]] = [
             frozenset({"setup", keyword, Fragment(prefix, True, quoted=True)} if prefix else {"setup", keyword})
-            for prefix in {glob_prefix(n).split("-")[0] for n in self.names}
-            for keyword in SETUP_REQUIREMENT_SECTIONS]
+            for prefix in prefixes for keyword in SETUP_REQUIREMENT_SECTIONS]
+        # ... or run ``pip install`` (the package may sit anywhere in a shell string)
+        sets += [frozenset({"pip", "install", Fragment(prefix, True)} if prefix else {"pip", "install"})
+                 for prefix in prefixes]
         if self.url is not None:
             fragments = regex_fragments(self.url)
             if fragments:  # the direct reference must match too
@@ -111,7 +115,7 @@ class RequirementPattern:
         if self.rocm_wheels:
             text += (" whose version specifier no release with ROCm wheels on download.pytorch.org "
                      "meets")
-        if self.below is not None:
+        if self.below:
             text += f" whose version specifier allows only releases before {self.below}"
         if self.images or self.unindexed:
             where = f" in container definitions built on {code_list(self.images)}" if self.images else ""
@@ -141,7 +145,7 @@ class RequirementPattern:
             table = rocm_wheels(site.name)
             if table is None or not table.none_meets(site.specifier):
                 return False
-        if self.below is not None and not only_below(site.specifier, self.below):
+        if self.below and not only_below(site.specifier, self.below):
             return False
         return site.section in self.sections
 
@@ -149,12 +153,23 @@ class RequirementPattern:
 
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, RequirementPattern]], surface: PythonSurface) -> None:
-        """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``."""
+        """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``,
+        and ``pip install`` commands run through ``subprocess``/``os.system`` (an installer
+        that fetches ``onnxruntime-gpu`` at run time)."""
         candidates = [rule for rule, _ in rules]
         for node, text, section in surface.setup_requirements():
             package, met = surface.requirement_rules(text, candidates, section)
             for rule in met:
                 surface.hit(rule, id(node), node, package=package, requirement=text.strip())
+        for call, scope in surface.calls:
+            for callee in surface.callee_names(call, scope):
+                if callee not in DEFAULT_SPAWN_CALLEES:
+                    continue
+                command = surface.argument(call, 1 if callee.startswith("os.spawn") else 0, "args")
+                for text, indexed, node in surface.pip_installs(command, scope) if command is not None else ():
+                    package, met = surface.requirement_rules(text, candidates, "install", indexed)
+                    for rule in met:
+                        surface.hit(rule, (id(node), text), node, package=package, requirement=text)
 
 
 def rocm_wheels_table_missing(names: tuple[str, ...]) -> bool:
