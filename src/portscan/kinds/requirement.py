@@ -169,7 +169,7 @@ class RequirementPattern:
                 for text, indexed, node in surface.pip_installs(command, scope) if command is not None else ():
                     package, met = surface.requirement_rules(text, candidates, "install", indexed)
                     for rule in met:
-                        surface.hit(rule, (id(node), text), node, package=package, requirement=text)
+                        surface.hit(rule, id(node), node, package=package, requirement=text)
 
 
 def rocm_wheels_table_missing(names: tuple[str, ...]) -> bool:
