@@ -147,3 +147,13 @@ def test_a_string_regex_must_start_with_literal_text() -> None:
         inline_rule("XY103", {"kind": "string", "regex": r"\w+\.pytorch\.org"})
     with pytest.raises(RuleFileError, match="exactly one"):
         inline_rule("XY104", {"kind": "string", "regex": "abc", "values": ["abc"]})
+
+
+def test_a_regex_rule_needs_its_rare_literals_in_the_file_to_be_parsed(rules) -> None:
+    """PS858 starts with `torch`, in nearly every file of a PyTorch project; the `+cu` it
+    also needs keeps the files without it from the parser (the torch-tree scan time)."""
+    from portscan.ruleset.prefilter import Fragment
+
+    (sets,) = {s for r in rules.rules if r.code == "PS858" for s in r.pattern.token_sets()}
+    assert Fragment("+cu") in sets and Fragment("torch") in sets
+    assert not rules.select(["PS858"]).candidates("import torch\nx = 'torch==2.1.0'\n")

@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 from portscan.bounded import Regex
 from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PYTHON, WORDISH, code_list
-from portscan.ruleset.prefilter import Token, regex_fragments
+from portscan.ruleset.prefilter import Token, regex_fragments, required_literals
 from portscan.ruleset.table import PatternError, TableReader
 
 
@@ -41,8 +41,9 @@ class StringPattern:
         return cls(values=values, unless=r.texts("unless", required=False), regex=regex)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        if self.regex is not None:
-            return tuple(frozenset({f}) for f in regex_fragments(self.regex))
+        if self.regex is not None:  # the leading text, and every literal run the regex needs
+            required = set(required_literals(self.regex))
+            return tuple(frozenset({f, *required}) for f in regex_fragments(self.regex))
         return tuple(frozenset({v}) for v in self.values)
 
     def describe(self) -> str:
