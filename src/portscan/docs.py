@@ -167,6 +167,9 @@ def render_rule_page(rule: Rule, banner: bool = True) -> str:
         "",
         *([f"Supersedes {code_list(rule.supersedes)} where both match the same place.", ""]
           if rule.supersedes else []),
+        *([f"Reported as {rule.escalate.severity.value} where the same scan also reports "
+           f"{code_list(rule.escalate.when)} (guards still lower it).", ""]
+          if rule.escalate is not None else []),
         "## References",
         "",
         *(f"- <{url}>" for url in rule.references),

@@ -10,6 +10,7 @@ into the kernel scan; they come from the same parse and walk as the file's findi
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import dataclasses
 import hashlib
@@ -510,6 +511,27 @@ def _text_or_none(inputs: _Inputs, path: Path) -> str | None:
         return None
 
 
+def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:
+    """Findings of rules with ``[escalate]`` raised where the scan also reports one of the
+    rules it names: a project-level fact decides (``import bitsandbytes`` is a warning
+    only where a requirement keeps bitsandbytes below its first ROCm release). Guards
+    still lower the raised severity; a finding is never lowered here."""
+    reported = {f.rule for f in findings}
+    raise_to = {r.code: r for r in rules.rules
+                if r.escalate is not None and reported.intersection(r.escalate.when)}
+    if not raise_to:
+        return findings
+    out = []
+    for f in findings:
+        rule = raise_to.get(f.rule)
+        if rule is not None and rule.escalate is not None:
+            severity = guarded_severity(rule.escalate.severity, f.guard, rule.pattern.kind == "import")
+            if severity.rank > f.severity.rank:
+                f = dataclasses.replace(f, severity=severity)
+        out.append(f)
+    return out
+
+
 def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
           progress: Callable[[int, int], None] | None) -> ScanResult:
     """Every discovered file in turn, then the files they bring in: requirement
@@ -540,7 +562,8 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
     return ScanResult(
         root=str(discovery.root),
         files_scanned=len(results),
-        findings=tuple(sorted((f for r in results for f in r.findings), key=Finding.sort_key)),
+        findings=tuple(sorted(escalated([f for r in results for f in r.findings], inputs.rules),
+                              key=Finding.sort_key)),
         errors=tuple(sorted(errors, key=lambda e: e.path)),
         extensions=tuple(sorted(extensions, key=lambda e: (e.path, e.line))),
         suppressed=sum(r.suppressed for r in results),

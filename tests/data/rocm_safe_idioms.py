@@ -206,3 +206,19 @@ def gpu_topology() -> str:
     elif "amd" in name or "advanced micro devices" in name:
         return subprocess.run(["amd-smi", "topology"], capture_output=True, text=True).stdout
     return ""
+def quantized_optimizer(model: nn.Module):
+    # bitsandbytes ships ROCm binaries from 0.49.0: unpinned, the import is info only
+    import bitsandbytes as bnb
+
+    return bnb.optim.AdamW8bit(model.parameters(), lr=1e-4)
+
+
+def install_onnxruntime() -> None:
+    import sys
+
+    # the CUDA package only where the vendor check says NVIDIA
+    package = "onnxruntime-migraphx" if torch.version.hip else "onnxruntime-gpu"
+    subprocess.check_call([sys.executable, "-m", "pip", "install", package])
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "onnx", "faiss-cpu"])
+    index = "https://download.pytorch.org/whl/rocm6.4" if IS_ROCM else "https://download.pytorch.org/whl/cpu"
+    log.info("torch wheels from %s", index)

@@ -105,8 +105,14 @@ class PythonSurface(Protocol):
     def setup_requirements(self) -> Iterator[tuple[cst.BaseExpression, str, str]]:
         """(node, requirement text, section) of the strings ``setup(...)`` declares."""
 
-    def requirement_rules(self, text: str, rules: Sequence[Any], section: str) -> tuple[str, list[Any]]:
+    def requirement_rules(self, text: str, rules: Sequence[Any], section: str,
+                          indexed: bool = False) -> tuple[str, list[Any]]:
         """(package, the rules a requirement text meets); ("", []) if it is none."""
+
+    def pip_installs(self, expr: cst.BaseExpression, scope: Any
+                     ) -> Iterator[tuple[str, bool, cst.BaseExpression]]:
+        """(requirement, whether an index is named, node) of each ``pip install`` in a
+        command value (a shell string, an argv list, ``shlex.split``, a name bound to one)."""
 
     def extension_calls(self) -> Iterator[tuple[cst.Call, Any]]:
         """Calls of the extension builders (``CUDAExtension``, ``load``, ``load_inline``)."""

@@ -7,11 +7,15 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any, ClassVar
 
+from packaging.version import InvalidVersion, Version
+
 from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.spawn import DEFAULT_SPAWN_CALLEES
 from portscan.bounded import Regex
 from portscan.kinds.sites import RequirementSite
 from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_list
 from portscan.kinds.rocm_wheels import rocm_wheels
+from portscan.kinds.ceiling import only_below
 from portscan.ruleset.prefilter import Fragment, Token, regex_fragments
 from portscan.ruleset.table import PatternError, TableReader
 
@@ -52,6 +56,9 @@ class RequirementPattern:
     #: (``--index-url``, ``--extra-index-url``, ``-f``), with no local version and no URL:
     #: PyPI's default wheel
     unindexed: bool = False
+    #: only a version specifier that admits no release at or above this one (``0.49.0``:
+    #: the first release with ROCm support), so every version it allows lacks it
+    below: str = ""
 
     @classmethod
     def read(cls, r: TableReader) -> RequirementPattern:
@@ -68,20 +75,28 @@ class RequirementPattern:
         if wheels is not None and (wheels != "none" or rocm_wheels_table_missing(names)):
             raise PatternError(r.key("rocm_wheels"), 'expected "none", for packages listed in '
                                "rocm-wheels.toml")
+        below = r.text("below", required=False)
+        try:
+            Version(below) if below else None
+        except InvalidVersion:
+            raise PatternError(r.key("below"), f"{below!r} is not a version") from None
         return cls(names=names, extras=r.texts("extras", required=False, what="extra glob"),
                    local_versions=r.texts("local_versions", required=False, what="version glob"),
                    url=r.regex("url"), sections=sections, rocm_wheels=wheels or "",
                    images=r.texts("images", required=False, what="image glob"),
                    not_images=r.texts("not_images", required=False, what="image glob"),
-                   unindexed=bool(unindexed))
+                   unindexed=bool(unindexed), below=below)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        # only setup.py reaches the Python prefilter: it must call setup() and name the
-        # package at the start of a requirement string (or give a matching URL)
+        # a Python file must call setup() and name the package at the start of a
+        # requirement string (or give a matching URL)
+        prefixes = {glob_prefix(n).split("-")[0] for n in self.names}
         sets: list[frozenset[Token]] = [
             frozenset({"setup", keyword, Fragment(prefix, True, quoted=True)} if prefix else {"setup", keyword})
-            for prefix in {glob_prefix(n).split("-")[0] for n in self.names}
-            for keyword in SETUP_REQUIREMENT_SECTIONS]
+            for prefix in prefixes for keyword in SETUP_REQUIREMENT_SECTIONS]
+        # ... or run ``pip install`` (the package may sit anywhere in a shell string)
+        sets += [frozenset({"pip", "install", Fragment(prefix, True)} if prefix else {"pip", "install"})
+                 for prefix in prefixes]
         if self.url is not None:
             fragments = regex_fragments(self.url)
             if fragments:  # the direct reference must match too
@@ -100,6 +115,8 @@ class RequirementPattern:
         if self.rocm_wheels:
             text += (" whose version specifier no release with ROCm wheels on download.pytorch.org "
                      "meets")
+        if self.below:
+            text += f" whose version specifier allows only releases before {self.below}"
         if self.images or self.unindexed:
             where = f" in container definitions built on {code_list(self.images)}" if self.images else ""
             plain = " installed from PyPI's default index (no index URL, local version or URL)" \
@@ -128,18 +145,31 @@ class RequirementPattern:
             table = rocm_wheels(site.name)
             if table is None or not table.none_meets(site.specifier):
                 return False
+        if self.below and not only_below(site.specifier, self.below):
+            return False
         return site.section in self.sections
 
     # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
 
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, RequirementPattern]], surface: PythonSurface) -> None:
-        """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``."""
+        """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``,
+        and ``pip install`` commands run through ``subprocess``/``os.system`` (an installer
+        that fetches ``onnxruntime-gpu`` at run time)."""
         candidates = [rule for rule, _ in rules]
         for node, text, section in surface.setup_requirements():
             package, met = surface.requirement_rules(text, candidates, section)
             for rule in met:
                 surface.hit(rule, id(node), node, package=package, requirement=text.strip())
+        for call, scope in surface.calls:
+            for callee in surface.callee_names(call, scope):
+                if callee not in DEFAULT_SPAWN_CALLEES:
+                    continue
+                command = surface.argument(call, 1 if callee.startswith("os.spawn") else 0, "args")
+                for text, indexed, node in surface.pip_installs(command, scope) if command is not None else ():
+                    package, met = surface.requirement_rules(text, candidates, "install", indexed)
+                    for rule in met:
+                        surface.hit(rule, id(node), node, package=package, requirement=text)
 
 
 def rocm_wheels_table_missing(names: tuple[str, ...]) -> bool:

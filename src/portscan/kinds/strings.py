@@ -1,4 +1,4 @@
-"""The ``string`` kind: string literals with given values."""
+"""The ``string`` kind: string literals with given values, or that a regex searches."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from portscan.bounded import Regex
 from portscan.kinds.python_surface import PythonSurface, rules_by
 import libcst as cst
 
 from portscan.kinds.common import ONE_LINE, PYTHON, WORDISH, code_list
-from portscan.ruleset.prefilter import Token
+from portscan.ruleset.prefilter import Token, regex_fragments, required_literals
 from portscan.ruleset.table import PatternError, TableReader
 
 
@@ -21,7 +22,9 @@ class StringPattern:
     list or tuple literal holding it also holds one of ``unless``. With ``tested``, only
     where the text is looked for in another text (``"CUDA out of memory" in str(err)``,
     ``msg.startswith(...)``, ``re.search(...)``, ``==``): then a value may be any one-line
-    text, spaces included, and a message that merely contains it is not a match."""
+    text, spaces included, and a message that merely contains it is not a match. With
+    ``regex`` instead of ``values``: a string literal or f-string (placeholders read as
+    ``\\0``) in which the regex finds a match (a CUDA wheel index URL inside a pip command)."""
 
     kind: ClassVar[str] = "string"
     surfaces: ClassVar[frozenset[str]] = PYTHON
@@ -30,26 +33,45 @@ class StringPattern:
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
     values: tuple[str, ...]
     unless: tuple[str, ...] = ()
+    regex: Regex | None = None  #: searched in the text of each string literal
     tested: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> StringPattern:
+        regex = r.regex("regex")
         tested = r.raw("tested", False)
         if tested is not None and not isinstance(tested, bool):
             raise PatternError(r.key("tested"), "expected true or false")
         check, what = (ONE_LINE, "one-line text") if tested else (WORDISH, "word-like string")
-        return cls(values=r.texts("values", check=check, what=what),
-                   unless=r.texts("unless", required=False), tested=bool(tested))
+        values = r.texts("values", required=regex is None, check=check, what=what)
+        if regex is not None and values:
+            raise PatternError(r.where, "give exactly one of `values` and `regex`")
+        if regex is not None and tested:
+            raise PatternError(r.key("tested"), "`tested` goes with `values`, not `regex`")
+        if regex is not None and not regex_fragments(regex):
+            raise PatternError(r.key("regex"), "must start with literal text (the prefilter's token)")
+        return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=bool(tested))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
+        if self.regex is not None:  # the leading text, and every literal run the regex needs
+            required = set(required_literals(self.regex))
+            return tuple(frozenset({f, *required}) for f in regex_fragments(self.regex))
         return tuple(frozenset({v}) for v in self.values)
 
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        if self.regex is not None:
+            return (f"String literals and f-strings outside docstrings in which `{self.regex.pattern}` "
+                    "finds a match.")
         if self.tested:
             return (f"String literals {code_list(map(repr, self.values))} looked for in another text "
                     "(`in`, `==`, `startswith`, `find`, `re.search`, ...).")
         return f"String literals {code_list(map(repr, self.values))} outside docstrings."
+
+    def found(self, text: str) -> str | None:
+        """The matched text of a regex pattern in a string's text, or None."""
+        match = self.regex.search(text) if self.regex is not None else None
+        return match.group(0).replace("\0", "{...}") if match else None
 
     def accepts_siblings(self, siblings: frozenset[str]) -> bool:
         """``siblings``: the strings of the list, tuple or set literal holding this one."""
@@ -62,6 +84,7 @@ class StringPattern:
         """String literals equal to a listed value, unless used as a lookup key or listed
         beside an ``unless`` value."""
         by_value = rules_by(rules, lambda p: p.values)
+        searched = [(rule, p) for rule, p in rules if p.regex is not None]
         tested = _tested_texts(surface) if any(p.tested for _, p in rules) else frozenset()
         for node in surface.strings:
             if id(node) in surface.lookup_keys:
@@ -71,6 +94,10 @@ class StringPattern:
             for rule, p in by_value.get(text or "", ()):
                 if p.accepts_siblings(siblings) and (not p.tested or id(node) in tested):
                     surface.hit(rule, id(node), node, value=text or "")
+            for rule, p in searched if text else ():
+                value = p.found(text or "")
+                if value is not None and p.accepts_siblings(siblings):
+                    surface.hit(rule, id(node), node, value=value)
 
 
 #: methods and ``re`` functions whose first argument is looked for in a text

@@ -56,6 +56,7 @@ from portscan.match.syntax import (
     string_text,
 )
 from portscan.kinds.sites import ArgumentSite
+from portscan.match.commands import Command, Word, commands as shell_commands, pip_arguments
 from portscan.match.common import parse_requirement, requirement_rules
 from portscan.kinds import Pattern
 from portscan.kinds.requirement import SETUP_REQUIREMENT_SECTIONS
@@ -609,6 +610,11 @@ class _Collector(Walker):
             self.strings.append(node)
         return False
 
+    def visit_FormattedString(self, node: cst.FormattedString) -> bool:
+        if "strings" in self.index.sites:
+            self.strings.append(node)
+        return True  # the placeholders are expressions with sites of their own
+
     def _visit_collection(self, node: cst.List | cst.Tuple | cst.Set) -> bool:
         """Remember which strings share a literal collection (``["MIGraphX...", "CUDA..."]``)."""
         if "strings" in self.index.sites:
@@ -795,11 +801,16 @@ class _Resolver:
     def build_values(self, call: cst.Call, argument: str, scope: Scope) -> Iterator[cst.BaseExpression]:
         return self._build_values(call, argument, scope)
 
-    def requirement_rules(self, text: str, rules: Sequence[Rule], section: str) -> tuple[str, list[Rule]]:
+    def requirement_rules(self, text: str, rules: Sequence[Rule], section: str,
+                          indexed: bool = False) -> tuple[str, list[Rule]]:
         requirement = parse_requirement(text)
         if requirement is None:
             return "", []
-        return requirement.name, list(requirement_rules(requirement, rules, section))
+        return requirement.name, list(requirement_rules(requirement, rules, section, indexed))
+
+    def pip_installs(self, expr: cst.BaseExpression, scope: Scope
+                     ) -> Iterator[tuple[str, bool, cst.BaseExpression]]:
+        return self._pip_installs(expr, scope, 0)
 
     def literal(self, node: cst.BaseExpression) -> object:
         return literal(node)
@@ -876,6 +887,58 @@ class _Resolver:
             for (value, unpack), owner in _values(scope, expr.value):
                 if unpack is None:
                     yield from self._commands(value, owner, depth + 1, report or expr)
+
+    def _pip_installs(self, expr: cst.BaseExpression, scope: Scope, depth: int,
+                      report: cst.BaseExpression | None = None
+                      ) -> Iterator[tuple[str, bool, cst.BaseExpression]]:
+        """Requirements of the ``pip install`` commands in a command value, each as
+        (text, whether the command names an index, the node to report it at): a shell
+        string, an argv list (``sys.executable`` is a Python), ``shlex.split(...)``, or a
+        name bound to one of those."""
+        text = string_text(expr)
+        if text is not None:
+            for command in shell_commands(text):
+                yield from _pip_requirements(command, lambda word: report or expr)
+        elif isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
+            nodes = [e.value for e in expr.elements if isinstance(e, cst.Element)]
+            if len(nodes) < len(expr.elements):
+                return  # a starred element: the words cannot be counted
+            values = [_argv_word(node) for node in nodes]
+            if len(values) >= 3 and posixpath.basename(values[0]) in SHELLS and values[1] in ("-c", "-lc"):
+                yield from self._pip_installs(nodes[2], scope, depth + 1, report)
+                return
+            command = Command((), tuple(Word(v, i, i + 1) for i, v in enumerate(values)))
+            if pip_arguments(command) is None:
+                return
+            for i, node in enumerate(nodes):  # a package chosen elsewhere: each string it may be
+                if values[i] == "\0" and i >= 2:
+                    for choice in self._choices(node, scope):
+                        text = string_text(choice) or ""
+                        words = (*command.words[:i], Word(text, i, i + 1), *command.words[i + 1:])
+                        yield from _pip_requirements(Command((), words), functools.partial(
+                            _chosen_node, at=i, chosen=choice, nodes=nodes, report=report))
+            yield from _pip_requirements(command, lambda word: report or nodes[word.start])
+        elif isinstance(expr, cst.Call) and "shlex.split" in self.callee_names(expr, scope):
+            inner = _argument(expr, 0, "s")
+            if inner is not None:
+                yield from self._pip_installs(inner, scope, depth + 1, report)
+        elif isinstance(expr, cst.Name) and depth < 3:
+            for (value, unpack), owner in _values(scope, expr.value):
+                if unpack is None:
+                    yield from self._pip_installs(value, owner, depth + 1, report or expr)
+
+    def _choices(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> Iterator[cst.BaseExpression]:
+        """The string literals an argv element may be: either arm of ``a if c else b``, or
+        what a local name was assigned (``pkg = "onnxruntime-gpu" if cuda else "onnxruntime"``)."""
+        if string_text(expr) is not None:
+            yield expr
+        elif isinstance(expr, cst.IfExp):
+            yield from self._choices(expr.body, scope, depth)
+            yield from self._choices(expr.orelse, scope, depth)
+        elif isinstance(expr, cst.Name) and depth < 3:
+            for (value, unpack), owner in _values(scope, expr.value):
+                if unpack is None:
+                    yield from self._choices(value, owner, depth + 1)
 
     def _operand_source(self, expr: cst.BaseExpression, scope: Scope,
                         depth: int) -> tuple[list[str], tuple[str, object] | None] | None:
@@ -1089,6 +1152,47 @@ def _numbers(expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]
         if isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
             found += [element.value for element in iterable.elements if isinstance(element, cst.Element)]
     return found
+
+
+def _argv_word(node: cst.BaseExpression) -> str:
+    """An argv element's text; ``sys.executable`` is a Python, anything else unknown (``\\0``)."""
+    text = string_text(node)
+    if text is not None:
+        return text
+    if isinstance(node, cst.Attribute) and node.attr.value == "executable" \
+            and isinstance(node.value, cst.Name) and node.value.value == "sys":
+        return "python"
+    return "\0"
+
+
+def _chosen_node(word: Word, at: int, chosen: cst.BaseExpression, nodes: Sequence[cst.BaseExpression],
+                 report: cst.BaseExpression | None) -> cst.BaseExpression:
+    """Where an argv word is reported: the chosen string for the element it stands for."""
+    return chosen if word.start == at else report or nodes[word.start]
+
+
+def _placeholder_version(value: str) -> str:
+    """``onnxruntime-gpu=={ver}`` (an f-string) -> ``onnxruntime-gpu``: the package is
+    known even where its version is not; a placeholder in the name stays unknown."""
+    if "\0" not in value:
+        return value
+    name = value
+    for separator in "=<>~!;[@ ":
+        name = name.split(separator, 1)[0]
+    return name if name and "\0" not in name else value
+
+
+def _pip_requirements(command: Command, node_of: Callable[[Word], cst.BaseExpression]
+                      ) -> Iterator[tuple[str, bool, cst.BaseExpression]]:
+    """(requirement, indexed, node) of a ``pip install`` command; nothing for another one."""
+    words = tuple(dataclasses.replace(w, value=_placeholder_version(w.value)) for w in command.words)
+    if words and words[0].value == "\0" and [w.value for w in words[1:4]] == ["-m", "pip", "install"]:
+        words = (dataclasses.replace(words[0], value="python"), *words[1:])  # f"{sys.executable} -m pip"
+    found = pip_arguments(Command(command.assignments, words))
+    if found is not None:
+        requirements, indexes = found
+        for word in requirements:
+            yield word.value, bool(indexes), node_of(word)
 
 
 def _values(scope: Scope, name: str, every_import: bool = False

@@ -81,6 +81,9 @@ def load_rules(dirs: Iterable[Path] | None = None) -> RuleSet:
         for code in rule.supersedes:
             if code not in codes:
                 errors.append(RuleFileError(rule.origin, "supersedes", f"no rule {code}"))
+        for code in rule.escalate.when if rule.escalate is not None else ():
+            if code not in codes:
+                errors.append(RuleFileError(rule.origin, "escalate.when", f"no rule {code}"))
     if errors:
         raise RuleSetError(errors)
     return RuleSet(rules)

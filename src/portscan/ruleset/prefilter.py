@@ -117,6 +117,27 @@ def _leading_literals(items: list, ignore_case: bool) -> list[Fragment] | None:
     return None
 
 
+def required_literals(regex: Regex) -> tuple[Fragment, ...]:
+    """Literal runs (two characters or more) that every match of ``regex`` contains, read
+    from its top-level sequence: ``\\b(?:torch|xformers)==\\S*\\+cu\\d`` needs ``==`` and
+    ``+cu``. Added to a leading fragment they keep a regex that starts with a common word
+    from sending every file that has the word to the parser."""
+    try:
+        items = list(_re_parser.parse(regex.pattern, regex.flags))
+    except Exception:  # noqa: BLE001 - an unusual regex just gets no tokens
+        return ()
+    ignore_case = bool(regex.flags & re.IGNORECASE)
+    runs, text = [], ""
+    for op, av in [*items, (None, None)]:
+        if op is _re_constants.LITERAL:
+            text += chr(av)
+            continue
+        if len(text) >= 2:
+            runs.append(Fragment(text, ignore_case))
+        text = ""
+    return tuple(runs)
+
+
 def segment_sets(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
     return tuple(frozenset(n.removesuffix(".*").split(".")) for n in names)
 

@@ -61,6 +61,16 @@ class TargetOverride:
 
 
 @dataclass(frozen=True, slots=True)
+class Escalation:
+    """``[escalate]``: where the same scan also reports one of ``when`` (a project-level
+    fact such as a requirement that pins a library below its first ROCm release), this
+    rule's findings are reported at ``severity`` (guards still lower it from there)."""
+
+    when: tuple[str, ...]  #: rule codes
+    severity: Severity
+
+
+@dataclass(frozen=True, slots=True)
 class Rule:
     code: str
     name: str
@@ -83,6 +93,7 @@ class Rule:
     #: whose handler binds the imported name to one of them loses nothing on ROCm, so the
     #: import is ``info`` (guard ``fallback-equivalent``), see docs/rule-format.md#guards
     equivalents: tuple[str, ...] = ()
+    escalate: Escalation | None = None
 
     def severity_for(self, target: Target | None) -> Severity | None:
         """The severity on ``target`` (None: the rule does not apply there)."""
@@ -170,6 +181,20 @@ def _read_targets(data: Any) -> tuple[TargetOverride, ...]:
     return tuple(overrides)
 
 
+def _read_escalation(data: Any, severity: Severity) -> Escalation | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict):
+        raise PatternError("escalate", "expected a table with `when` and `severity`")
+    r = TableReader(data, "escalate")
+    when = r.texts("when", check=_CODE, what="rule code")
+    raised = Severity(r.choice("severity", tuple(s.value for s in Severity)))
+    if raised.rank <= severity.rank:
+        raise PatternError(r.key("severity"), f"must be above the rule's severity ({severity.value})")
+    r.finish()
+    return Escalation(when, raised)
+
+
 def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
     """Validate one decoded rule file. Raises :class:`RuleFileError`."""
     try:
@@ -209,6 +234,7 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
             supersedes=supersedes, bad=_read_examples(r.raw("bad", True), "bad"),
             good=_read_examples(r.raw("good", True), "good"), origin=origin, fix=fix,
             targets=targets, equivalents=equivalents,
+            escalate=_read_escalation(r.raw("escalate", False), severity),
         )
         r.finish()
         return rule
