@@ -226,3 +226,24 @@ def test_requirements_whose_markers_exclude_linux_are_not_reported() -> None:
     xformers ; python_version >= "3.9"
     """
     assert _codes("requirements.txt", source) == [(3, 1, "PS819"), (4, 1, "PS884")]
+
+
+def test_extras_named_for_nvidia_builds_are_vendor_branches() -> None:
+    """An AMD user installs another extra than ``cu118-torch211``: its CUDA pins are
+    reported as info (vendor-branch); the same pin in a neutral extra is not lowered."""
+    text = textwrap.dedent('''\
+        [project]
+        name = "demo"
+        dependencies = ["torch>=2.1"]
+
+        [project.optional-dependencies]
+        cu118-torch211 = ["bitsandbytes==0.45.5", "flash-attn>=2.6.3"]
+        cu121onlytorch211 = ["xformers==0.0.23"]
+        train = ["flash-attn>=2.6.3"]
+        nocuda = ["flash-attn>=2.6.3"]
+        ''')
+    found = [(f.span.line, f.rule, f.severity.value, f.guard)
+             for f in scan_source(text, "pyproject.toml", load_rules())]
+    assert found == [(6, "PS856", "info", "vendor-branch"), (6, "PS816", "info", "vendor-branch"),
+                     (7, "PS884", "info", "vendor-branch"), (8, "PS816", "warning", None),
+                     (9, "PS816", "warning", None)]

@@ -25,7 +25,7 @@ EXPECTED = [
     ("rag_service/installer.py", 9, 15, "PS857", "warning", None),     # ".../whl/cu121" for a pip command
     ("rag_service/installer.py", 13, 15, "PS807", "error", None),      # "onnxruntime-gpu" if cuda available
     ("rag_service/installer.py", 23, 15, "PS801", "error", None),      # os.system("pip install ...+cu121")
-    ("rag_service/reranker.py", 7, 12, "PS733", "warning", "fallback"),  # import dropout_layer_norm (guarded: the fused kernel is lost)
+    ("rag_service/reranker.py", 7, 12, "PS733", "warning", "fallback"),  # import dropout_layer_norm (guarded)
     ("rag_service/reranker.py", 12, 10, "PS733", "warning", "fallback"),  # from rotary_emb import ... (guarded)
     ("rag_service/reranker.py", 16, 8, "PS701", "warning", None),      # import flash_attn_2_cuda
     ("rag_service/reranker.py", 20, 11, "PS736", "warning", None),     # flash_attn_gpu.fwd(...)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import dataclasses
 import hashlib
 import os
 from dataclasses import dataclass
@@ -516,7 +515,7 @@ def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:
     rules it names: a project-level fact decides (``import bitsandbytes`` is a warning
     only where a requirement keeps bitsandbytes below its first ROCm release). Guards
     still lower the raised severity; a finding is never lowered here."""
-    reported = {f.rule for f in findings}
+    reported = {f.rule for f in findings if f.severity is not Severity.INFO}  # a guarded one decides nothing
     raise_to = {r.code: r for r in rules.rules
                 if r.escalate is not None and reported.intersection(r.escalate.when)}
     if not raise_to:

@@ -8,6 +8,7 @@ names the package, so the finding lands on the exact line of the file.
 from __future__ import annotations
 
 import configparser
+import dataclasses
 import re
 import sys
 from collections.abc import Iterator, Sequence
@@ -16,6 +17,7 @@ import yaml
 
 from portscan.match import Match
 from portscan.match.common import INDEX_OPTION, index_matches, requirement_matches
+from portscan.match.levels import VENDOR_BRANCH
 from portscan.match.yamlfiles import compose_yaml, mapping_get, scalar_items, sequence_items
 from portscan.ruleset.schema import Rule
 
@@ -24,6 +26,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
+#: an extra or dependency group named for NVIDIA builds: ``cu118-torch211``, ``cu121onlytorch211``,
+#: ``cuda12``, ``nvidia`` (not ``nocuda``)
+NVIDIA_EXTRA = re.compile(r"(?i)cu1\d{1,2}|(?<![a-z])(?:cuda|nvidia)")
 _INCLUDE_OPTION = re.compile(r"^(?:-r|--requirement|-c|--constraint)(?:\s+|=)(\S+)")
 
 # ------------------------------------------------------------------ requirements files
@@ -110,25 +115,29 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
         return []
     # (requirement, section, the table it is written under): each string is looked for
     # from its own table's header on, so one listed in two tables lands on the right line
-    strings: list[tuple[str, str, str]] = []
+    strings: list[tuple[str, str, str, bool]] = []  # ..., and whether an extra named for NVIDIA holds it
     project = data.get("project", {})
-    strings += [(s, "install", "project") for s in project.get("dependencies", [])
+    strings += [(s, "install", "project", False) for s in project.get("dependencies", [])
                 if isinstance(s, str)]
-    for group in project.get("optional-dependencies", {}).values():
-        strings += [(s, "optional", "project.optional-dependencies") for s in group
-                    if isinstance(s, str)]
-    for group in data.get("dependency-groups", {}).values():
-        strings += [(s, "optional", "dependency-groups") for s in group if isinstance(s, str)]
-    strings += [(s, "build", "build-system") for s in data.get("build-system", {}).get("requires", [])
+    for table, groups in (("project.optional-dependencies", project.get("optional-dependencies", {})),
+                          ("dependency-groups", data.get("dependency-groups", {}))):
+        for name, group in groups.items() if isinstance(groups, dict) else ():
+            nvidia = NVIDIA_EXTRA.search(str(name)) is not None
+            items = group if isinstance(group, list) else []
+            strings += [(s, "optional", table, nvidia) for s in items if isinstance(s, str)]
+    strings += [(s, "build", "build-system", False) for s in data.get("build-system", {}).get("requires", [])
                 if isinstance(s, str)]
     matches: list[Match] = []
     cursor: dict[tuple[str, str], int] = {}
-    for value, section, table in strings:
+    for value, section, table, nvidia in strings:
         start = cursor.get((value, table), _table_offset(text, table))
         at = _find_string(text, value, start)
         if at is not None:
             cursor[(value, table)] = at + len(value)
-            matches += requirement_matches(value, at, rules, section=section)
+            found = requirement_matches(value, at, rules, section=section)
+            if nvidia:  # an AMD user installs another extra: as in a vendor branch
+                found = [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found]
+            matches += found
     tool = data.get("tool", {})
     poetry = tool.get("poetry", {})
     tables = [poetry.get("dependencies", {}), poetry.get("dev-dependencies", {})]
