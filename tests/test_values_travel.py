@@ -109,6 +109,21 @@ def test_dotted_strings_are_lazy_imports_and_prose_is_not(rules) -> None:
         "MOD = sys.modules['apex.normalization']\n"
         "MSG = 'apex.optimizers is not installed'\n"
         "FILE = 'flash_attn.py'\n"
+        "import logging\n"
+        "logging.getLogger('vllm.config').setLevel(logging.WARN)\n"  # a logger name, not an import
+        "RUNNER = ['python', '-m', 'vllm.entrypoints.openai.api_server']\n"
     )
-    assert _loud(source, rules) == [(2, "PS213"), (3, "PS201")] or _loud(source, rules) == [
-        (2, "PS203"), (3, "PS201")]
+    assert _loud(source, rules) == [(2, "PS203"), (3, "PS201")]
+
+
+def test_a_wheel_tag_worked_out_from_the_cuda_version(rules) -> None:
+    source = (
+        "import torch\n"
+        "from packaging.version import parse\n"
+        "def wheel():\n"
+        "    cuda = parse(torch.version.cuda)\n"
+        "    tag = f'{cuda.major}{cuda.minor}'\n"
+        "    hip = torch.version.hip\n"
+        "    return f'pkg+cu{tag}.whl', f'pkg+rocm{hip}.whl', f'cu{hip}'\n"
+    )
+    assert _loud(source, rules) == [(4, "PS401"), (7, "PS409")]

@@ -1,6 +1,7 @@
 """The ``import`` kind: imports of a module or anything below it, also lazy ones: a
-string that is exactly a dotted path below the module (``opt_class="apex.optimizers.FusedSGD"``,
-``{"_target_": "apex.optimizers.FusedAdam"}``) or the name given to ``importlib.import_module``."""
+string that is exactly a dotted path to a class below the module
+(``opt_class="apex.optimizers.FusedSGD"``, ``{"_target_": "apex.optimizers.FusedAdam"}``)
+or the name given to ``importlib.import_module``."""
 
 from __future__ import annotations
 
@@ -18,21 +19,24 @@ from portscan.ruleset.table import PatternError, TableReader
 
 #: a full dotted path, ``pkg.mod.Class``: at least one dot, identifiers only
 _DOTTED_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
-#: last segments that make a dotted word a file name (``flash_attn.py``), not a path
-_FILE_SUFFIXES = frozenset({
-    "py", "pyc", "pyi", "so", "pyd", "dll", "txt", "json", "yaml", "yml", "toml", "cfg", "ini", "log",
-    "md", "rst", "csv", "pt", "pth", "bin", "ckpt", "safetensors", "onnx", "engine", "plan", "h", "hpp",
-    "cu", "cuh", "cpp", "cc", "c", "whl", "tar", "gz", "zip", "html", "sh", "lock", "egg", "git",
-})
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 #: calls whose first argument names a module to import
 _IMPORTERS = ("importlib.import_module", "__import__")
 
 
 def lazy_import_path(text: str | None) -> bool:
-    """Is ``text`` a dotted path (``apex.optimizers.FusedSGD``), not prose or a file name?"""
-    return (text is not None and _DOTTED_PATH.fullmatch(text) is not None
-            and text.rsplit(".", 1)[1].lower() not in _FILE_SUFFIXES)
+    """Is ``text`` a dotted path naming a class (``apex.optimizers.FusedSGD``), not prose,
+    a file name or a logger name (``logging.getLogger("vllm.config")``, ``"vllm.utils"``)?"""
+    if text is None or _DOTTED_PATH.fullmatch(text) is None:
+        return False
+    return text.rsplit(".", 1)[1][0].isupper()
+
+
+def _may_name(node: cst.BaseExpression, roots: set[str]) -> bool:
+    """A cheap look at the source of a string literal before its value is worked out:
+    does it hold a dot and one of the packages?"""
+    raw = node.value if isinstance(node, cst.SimpleString) else ""
+    return "." in raw and " " not in raw and any(root in raw for root in roots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,11 @@ class ImportPattern:
         (``"apex.amp" in sys.modules``) or the project's own modules."""
         imported: dict[int, str] = {}
         for call, scope in surface.calls:
+            func = call.func
+            last = (func.attr.value if isinstance(func, cst.Attribute)
+                    else func.value if isinstance(func, cst.Name) else "")
+            if last not in ("import_module", "__import__"):
+                continue
             names = surface.callee_names(call, scope)
             if not names and isinstance(call.func, cst.Name) and scope.lookup(call.func.value) is None:
                 names = [call.func.value]  # the builtin __import__
@@ -116,8 +125,10 @@ class ImportPattern:
                 text = surface.text(argument) if argument is not None else None
                 if text is not None and _DOTTED_NAME.fullmatch(text):
                     imported[id(argument)] = text
+        roots = {module.split(".", 1)[0] for _, p in rules for module in p.modules}
         candidates = [(node, text) for node in surface.strings
-                      if (text := imported.get(id(node)) or surface.text(node)) is not None
+                      if (id(node) in imported or _may_name(node, roots))
+                      and (text := imported.get(id(node)) or surface.text(node)) is not None
                       and (id(node) in imported or lazy_import_path(text))]
         if not candidates:
             return

@@ -105,6 +105,60 @@ class NamePattern:
                         surface.hit(rule, id(node), node, name=qualified, via="")
         for node, qualified, carried in followed:
             _follow(surface, node, qualified, carried, 0, "")
+        derived = [(rule, p) for rule, p in rules if p.follow and p.usage == "tag"]
+        if derived:
+            _derived_tags(surface, derived, {name for _, p in derived for name in p.names})
+
+
+def _derived_tags(surface: PythonSurface, rules: list[tuple[Any, NamePattern]], names: set[str]) -> None:
+    """A wheel tag written from a local whose value is worked out from one of ``names``
+    (``cuda = parse(torch.version.cuda)``, ``tag = f"{cuda.major}{cuda.minor}"``, then
+    ``f"+cu{tag}"``): still a CUDA tag on ROCm, where the CUDA version is None."""
+    for chain in surface.chains:
+        node = chain.nodes[0]
+        if len(chain.parts) != 1 or surface.usage.get(id(node)) != "tag":
+            continue
+        source = _derived_from(surface, chain.parts[0], chain.scope, names, 0)
+        if source is not None:
+            qualified, how = source
+            for rule, _ in rules:
+                surface.hit_unless_checked(rule, id(node), node, chain.parts[0], name=qualified,
+                                           via=f" (worked out from `{qualified}`: {how})")
+
+
+def _derived_from(surface: PythonSurface, name: str, scope: Any, names: set[str],
+                  depth: int) -> tuple[str, str] | None:
+    """(the name, the assignment) when a local's value mentions one of ``names``, directly
+    or through other locals, up to :data:`_HOPS` assignments away."""
+    if depth >= _HOPS:
+        return None
+    for value, owner in surface.assigned(name, scope):
+        stack: list[cst.CSTNode] = [value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Name, cst.Attribute)):
+                parts = _dotted(node)
+                if parts is not None:
+                    found = next((q for q in owner.qualified(parts) if q in names), None)
+                    if found is not None:
+                        return found, f"`{name} = {surface.snippet(value)}`"
+                    if len(parts) == 1 or isinstance(node, cst.Attribute):
+                        inner = _derived_from(surface, parts[0], owner, names, depth + 1)
+                        if inner is not None:
+                            return inner
+                    continue
+            stack.extend(node.children)
+    return None
+
+
+def _dotted(node: cst.BaseExpression) -> list[str] | None:
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    return [node.value, *reversed(parts)]
 
 
 def _follow(surface: PythonSurface, value: cst.BaseExpression, qualified: str,
