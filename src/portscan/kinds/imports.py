@@ -76,8 +76,8 @@ class ImportPattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         return f"Imports of {code_list(self.modules)} or any module below them, however spelled " \
                "(`import m`, `import m.sub as x`, `from m import n`), and lazy imports: a string " \
-               "that is a dotted path below them (`\"m.sub.Class\"`) or a module name given to " \
-               "`importlib.import_module`."
+               "that is a dotted path to a class below them (`\"m.sub.Class\"`) or a module name given " \
+               "to `importlib.import_module`."
 
     def covers(self, name: str) -> bool:
         """Is ``name`` one of the modules or below one (``apex.amp`` under ``apex``)?"""
