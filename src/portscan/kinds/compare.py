@@ -126,7 +126,7 @@ class ComparePattern:
         for comparison, scope in surface.compares:
             if surface.in_message(comparison):
                 continue
-            flags = [(name, at) for name, at in surface.assignments(comparison)]
+            flags = surface.assignments(comparison)
             if flags and all(_only_shown(surface, name, at) for name, at in flags):
                 continue
             left = comparison.left
@@ -172,7 +172,7 @@ def _sm_view(major: tuple[str, object] | None, value: object) -> tuple[tuple[str
 def _only_shown(surface: PythonSurface, name: str, scope: Any) -> bool:
     """Is a function's local flag used only in messages (never at module level, where
     other modules may import it)?"""
-    if getattr(scope, "parent", None) is None:
+    if surface.is_module(scope):
         return False
     uses = surface.uses(name, scope)
     return bool(uses) and all(surface.in_message(chain.nodes[0]) for chain in uses)
@@ -191,7 +191,8 @@ def _passed_values(surface: PythonSurface, other: Any, scope: Any) -> list[tuple
     """``cap < (major, minor)`` inside ``def check(major, minor)`` (or a closure in it):
     (call, the literal compared there) for each call of the helper with literal arguments."""
     items = ([other] if isinstance(other, cst.Name)
-             else [e.value for e in other.elements] if isinstance(other, cst.Tuple) else [])
+             else [e.value if isinstance(e, cst.Element) else e for e in other.elements]
+             if isinstance(other, cst.Tuple) else [])
     names = [n for n in items if isinstance(n, cst.Name)]
     if not names or len(names) != len(items):
         return []

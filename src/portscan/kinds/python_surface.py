@@ -108,6 +108,9 @@ class PythonSurface(Protocol):
     def item_uses(self, name: str, scope: Any) -> list[tuple[cst.Subscript, str]]:
         """``name["key"]`` loads seeing ``scope``'s binding: (subscript node, key)."""
 
+    def is_module(self, scope: Any) -> bool:
+        """Is ``scope`` the module's own (whose names other modules may import)?"""
+
     def in_message(self, node: cst.CSTNode) -> bool:
         """Is this comparison or name inside a message: a print/log/warn argument or an
         f-string placeholder?"""

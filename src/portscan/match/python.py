@@ -863,6 +863,9 @@ class _Resolver:
         return [(node, key) for node, base, key, at in self.c.item_loads
                 if base.value == name and at.lookup(name) is scope]
 
+    def is_module(self, scope: Scope) -> bool:
+        return scope is self.c.module_scope
+
     def in_message(self, node: cst.CSTNode) -> bool:
         return id(node) in self.c.in_message
 
