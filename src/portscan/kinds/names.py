@@ -84,7 +84,7 @@ class NamePattern:
                 if name_matches(qualified, pattern):
                     yield rule, p
 
-        followed: list[tuple[cst.BaseExpression, str, list[tuple[Any, NamePattern]]]] = []
+        followed: dict[int, tuple[cst.BaseExpression, str, list[tuple[Any, NamePattern]]]] = {}
         for chain in surface.chains:
             for base in chain.scope.qualified(chain.parts[:1]):
                 done: set[str] = set()
@@ -93,17 +93,15 @@ class NamePattern:
                     node = chain.nodes[j - 1]
                     usage = ("operand" if j < len(chain.parts)  # x.attr: attribute of the value
                              else surface.usage.get(id(node), "other"))
-                    matching = list(named(qualified))
-                    if j == len(chain.parts) and usage == "other":
-                        carried = [(rule, p) for rule, p in matching if p.follow]
-                        if carried:
-                            followed.append((node, qualified, carried))
-                    for rule, p in matching:
+                    carries = j == len(chain.parts) and usage == "other"
+                    for rule, p in named(qualified):
+                        if carries and p.follow:
+                            followed.setdefault(id(node), (node, qualified, []))[2].append((rule, p))
                         if rule.code in done or not p.accepts_usage(usage):
                             continue
                         done.add(rule.code)
                         surface.hit(rule, id(node), node, name=qualified, via="")
-        for node, qualified, carried in followed:
+        for node, qualified, carried in followed.values():
             _follow(surface, node, qualified, carried, 0, "")
         derived = [(rule, p) for rule, p in rules if p.follow and p.usage == "tag"]
         if derived:
@@ -114,15 +112,14 @@ def _derived_tags(surface: PythonSurface, rules: list[tuple[Any, NamePattern]], 
     """A wheel tag written from a local whose value is worked out from one of ``names``
     (``cuda = parse(torch.version.cuda)``, ``tag = f"{cuda.major}{cuda.minor}"``, then
     ``f"+cu{tag}"``): still a CUDA tag on ROCm, where the CUDA version is None."""
-    for chain in surface.chains:
-        node = chain.nodes[0]
-        if len(chain.parts) != 1 or surface.usage.get(id(node)) != "tag":
+    for node, scope in surface.wheel_tags:
+        if not isinstance(node, cst.Name):
             continue
-        source = _derived_from(surface, chain.parts[0], chain.scope, names, 0)
+        source = _derived_from(surface, node.value, scope, names, 0)
         if source is not None:
             qualified, how = source
             for rule, _ in rules:
-                surface.hit_unless_checked(rule, id(node), node, chain.parts[0], name=qualified,
+                surface.hit_unless_checked(rule, id(node), node, node.value, name=qualified,
                                            via=f" (worked out from `{qualified}`: {how})")
 
 

@@ -22,7 +22,8 @@ from portscan.kinds.sites import ArgumentSite
 P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
-SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings"})
+SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings",
+                   "string-siblings"})
 
 
 class PythonSurface(Protocol):
@@ -69,12 +70,17 @@ class PythonSurface(Protocol):
     def strings(self) -> Sequence[cst.BaseExpression]: ...
 
     @property
+    def wheel_tags(self) -> Sequence[tuple[cst.BaseExpression, Any]]:
+        """(expression, scope) of each f-string placeholder right after ``cu`` (``f"+cu{v}"``)."""
+
+    @property
     def lookup_keys(self) -> Set[int]:
         """ids of strings used as keys to look something up (``d["k"]``, ``d.get("k")``)."""
 
     @property
     def string_siblings(self) -> Mapping[int, frozenset[str]]:
-        """id(string) -> the string values of the list/tuple/set literal holding it."""
+        """id(string) -> the string values of the list/tuple/set literal holding it (with the
+        ``string-siblings`` site)."""
 
     def hit(self, rule: Any, site: object, node: cst.BaseExpression, **variables: str) -> None:
         """Report ``rule`` at ``node``; one report per rule and ``site``."""

@@ -286,6 +286,8 @@ class _Collector(Walker):
         #: placeholders), and how deep the walk is inside one
         self.in_message: set[int] = set()
         self._message_depth = 0
+        #: f-string placeholders right after ``cu`` (wheel tags): (expression, scope)
+        self.wheel_tags: list[tuple[cst.BaseExpression, Scope]] = []
         #: ``name["key"]`` loads: (subscript, name node, key text, scope)
         self.item_loads: list[tuple[cst.Subscript, cst.Name, str, Scope]] = []
 
@@ -598,6 +600,7 @@ class _Collector(Walker):
                     and isinstance(part.expression, (cst.Name, cst.Attribute))
                     and not self._message_depth):  # print(f"cu{v}") only shows it
                 self.usage[id(part.expression)] = "tag"
+                self.wheel_tags.append((part.expression, self.scope))
             previous = ""
         return True
 
@@ -652,7 +655,7 @@ class _Collector(Walker):
 
     def _visit_collection(self, node: cst.List | cst.Tuple | cst.Set) -> bool:
         """Remember which strings share a literal collection (``["MIGraphX...", "CUDA..."]``)."""
-        if "strings" in self.index.sites:
+        if "string-siblings" in self.index.sites:
             members: list[cst.BaseExpression] = []
             for element in node.elements:
                 value = element.value
@@ -794,6 +797,7 @@ class _Resolver:
         self.stores, self.named_stores = collector.assigns, collector.named_assigns
         self.item_stores, self.strings = collector.item_assigns, collector.strings
         self.lookup_keys, self.string_siblings = collector.lookup_keys, collector.string_siblings
+        self.wheel_tags = collector.wheel_tags
         #: id(node reported) -> the local whose check (``if v is not None:``) drops the report
         self.unless_checked: dict[int, str] = {}
 
@@ -835,7 +839,9 @@ class _Resolver:
                     if unpack is not None:
                         continue
                     found.setdefault(id(value), []).append((name, scope, None, value))
-                    if isinstance(value, cst.Call) and _ENV_GETTERS & set(self.callee_names(value, scope)):
+                    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                            and value.func.attr.value in ("get", "getenv")
+                            and _ENV_GETTERS & set(self.callee_names(value, scope))):
                         default = _argument(value, 1, "default")
                         if default is not None:
                             found.setdefault(id(default), []).append((name, scope, None, value))
