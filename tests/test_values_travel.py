@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from portscan.fix.apply import fix_paths
 from portscan.model import Severity
 from portscan.scan import scan_paths, scan_source
 
@@ -22,6 +23,8 @@ EXPECTED = [
     ("fused_attn/dispatch.py", 25, "PS501"),  # requires_sm(8, 0)
     ("fused_attn/dispatch.py", 30, "PS511"),  # if IS_SM90: (info)
     ("fused_attn/dispatch.py", 33, "PS506"),  # props.major * 10 + props.minor >= 80
+    ("fused_attn/dispatch.py", 53, "PS403"),  # CUDA_BUILD = torch.version.cuda (info)
+    ("fused_attn/dispatch.py", 54, "PS401"),  # int(CUDA_BUILD.split(".")[0]) >= 12: fixable through the local
     ("fused_attn/optim.py", 15, "PS203"),     # "apex.optimizers.FusedAdam" as opt_class
     ("fused_attn/optim.py", 16, "PS203"),     # opt_class="apex.optimizers.FusedLAMB"
     ("fused_attn/optim.py", 19, "PS203"),     # Hydra {"_target_": "apex.optimizers.FusedAdam"}
@@ -46,14 +49,15 @@ def test_every_finding_of_the_fixture_line_by_line(result) -> None:
 def test_a_travelled_value_names_where_it_came_from(result) -> None:
     (tag,) = [f for f in result.findings if f.rule == "PS409"]
     assert "`CUDA_VERSION = os.environ.get(\"FUSED_ATTN_CUDA\", torch.version.cuda)`" in tag.message
-    (split,) = [f for f in result.findings if f.rule == "PS401"]
-    assert "`TORCH_CUDA = torch.version.cuda`" in split.message
+    parsed, split = [f for f in result.findings if f.rule == "PS401"]
+    assert "`TORCH_CUDA = torch.version.cuda`" in split.message and split.fix is None
+    assert parsed.fix == "safe"  # a comparison: `CUDA_BUILD is not None and ...`
 
 
 def test_values_only_shown_or_checked_stay_quiet(result) -> None:
     """The SM number only logged (describe), prose naming apex.optimizers, the
     import_module of a computed name, and `if TORCH_CUDA is None` are not reported."""
-    quiet = {("fused_attn/dispatch.py", n) for n in range(38, 44)} | {("setup.py", 29), ("setup.py", 28)}
+    quiet = {("fused_attn/dispatch.py", n) for n in range(38, 44)} | {("setup.py", 28), ("setup.py", 29)}
     assert not [f for f in result.findings if (f.path, f.span.line) in quiet]
     assert not [f for f in result.findings if f.path == "fused_attn/optim.py" and f.span.line > 19]
 
@@ -114,6 +118,14 @@ def test_dotted_strings_are_lazy_imports_and_prose_is_not(rules) -> None:
         "RUNNER = ['python', '-m', 'vllm.entrypoints.openai.api_server']\n"
     )
     assert _loud(source, rules) == [(2, "PS203"), (3, "PS201")]
+
+
+def test_the_none_check_fix_applies_through_a_local(tmp_path, rules) -> None:
+    (tmp_path / "setup.py").write_text(
+        "import torch\nfrom packaging import version\nV = torch.version.cuda\n"
+        "NEW = version.parse(V) >= version.parse('12.4')\n")
+    fix_paths([tmp_path], rules)
+    assert "NEW = V is not None and version.parse(V)" in (tmp_path / "setup.py").read_text()
 
 
 def test_a_wheel_tag_worked_out_from_the_cuda_version(rules) -> None:
