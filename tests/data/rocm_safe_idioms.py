@@ -222,3 +222,31 @@ def install_onnxruntime() -> None:
     subprocess.check_call([sys.executable, "-m", "pip", "install", "onnx", "faiss-cpu"])
     index = "https://download.pytorch.org/whl/rocm6.4" if IS_ROCM else "https://download.pytorch.org/whl/cpu"
     log.info("torch wheels from %s", index)
+# -- values that travel within a module (issue 17, item 3) --------------------------------
+
+CUDA_BUILD = torch.version.cuda  # kept for the banner and a vendor check only
+
+
+def build_banner() -> str:
+    if CUDA_BUILD is not None:
+        major = int(CUDA_BUILD.split(".")[0])  # checked first: never None here
+        return f"CUDA {major}"
+    return f"ROCm {torch.version.hip}"
+
+
+def has_cuda_toolkit() -> bool:
+    return bool(CUDA_BUILD) and CUDA_BUILD >= "11.8"  # short-circuits on ROCm
+
+
+def log_capability() -> None:
+    cap = torch.cuda.get_device_capability()
+    major, minor = cap
+    sm = major * 10 + minor
+    hopper = cap >= (9, 0)
+    log.info("capability sm_%d, hopper-class: %s", sm, hopper)  # shown, decides nothing
+    print("bf16 capable" if cap >= (8, 0) else "fp16 only")
+    log.debug(f"compute capability {major}.{minor} (>= 8.0: {major * 10 + minor >= 80})")
+
+
+OPTIMIZER_HELP = "apex.optimizers is optional: install ROCm/apex or use torch.optim"
+APEX_LOADED = "apex.optimizers" in __import__("sys").modules

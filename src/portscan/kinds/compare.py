@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import libcst as cst
+
 from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
@@ -24,7 +26,7 @@ class ComparePattern:
     kind: ClassVar[str] = "compare"
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"compares"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"compares", "calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     callees: tuple[str, ...]
     attributes: tuple[str, ...] = ()  #: operand must be ``call().attr`` with one of these
@@ -33,6 +35,9 @@ class ComparePattern:
     #: for indexed operands (``f()[i]``, or ``a, b = f()``): the indices that count;
     #: empty: any. The whole value (``f() >= (9, 0)``) always counts.
     indices: tuple[int, ...] = ()
+    #: report not the comparison but the gates of the flag it is stored in: each place
+    #: a local assigned the comparison (``IS_SM90 = cap >= (9, 0)``) is tested (``if IS_SM90:``)
+    gates: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> ComparePattern:
@@ -48,7 +53,11 @@ class ComparePattern:
         indices = r.literals("indices")
         if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in indices):
             raise PatternError(r.key("indices"), "expected a list of integers >= 0")
+        gates = r.raw("gates", False)
+        if gates is not None and not isinstance(gates, bool):
+            raise PatternError(r.key("gates"), "expected true or false")
         return cls(
+            gates=bool(gates),
             callees=r.dotted("callees", wildcard=True),
             attributes=attributes,
             operators=operators,
@@ -64,7 +73,12 @@ class ComparePattern:
         operand = "a call of " + code_list(self.callees)
         if self.attributes:
             operand += f" (its {code_list(self.attributes)})"
-        text = f"Comparisons involving {operand}, also through a local variable assigned from it"
+        text = (f"Comparisons involving {operand}, also through a local variable assigned from it, "
+                "as an SM number (`major * 10 + minor`) or against a helper's parameters (then "
+                "reported at each call of the helper in the module with literal arguments)")
+        if self.gates:
+            text = ("Tests (`if flag:`, `flag and ...`) of a local flag assigned a comparison involving "
+                    f"{operand}")
         if self.operators:
             text += f", with {code_list(self.operators)}"
         if self.values:
@@ -80,6 +94,8 @@ class ComparePattern:
         name = next((n for n in names for c in self.callees if name_matches(n, c)), None)
         if name is None:
             return None
+        if accessor is not None and accessor[0] == "sm":  # major * 10 + minor >= 90
+            accessor, value = _sm_view(accessor[1], value)  # type: ignore[arg-type]
         if self.attributes:
             if accessor is None or accessor[0] != "attr" or accessor[1] not in self.attributes:
                 return None
@@ -103,8 +119,16 @@ class ComparePattern:
 
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, ComparePattern]], surface: PythonSurface) -> None:
-        """Each comparison step with a listed call (or its ``[i]``/``.attr``) on either side."""
+        """Each comparison step with a listed call (or its ``[i]``/``.attr``) on either side;
+        against a helper's parameters, at the helper's calls; with ``gates``, at the tests
+        of the flag it is stored in. A comparison only shown (a print/log argument, an
+        f-string placeholder, a flag of a function used only there) decides nothing."""
         for comparison, scope in surface.compares:
+            if surface.in_message(comparison):
+                continue
+            flags = surface.assignments(comparison)
+            if flags and all(_only_shown(surface, name, at) for name, at in flags):
+                continue
             left = comparison.left
             for target in comparison.comparisons:
                 op = surface.operator(target)
@@ -120,6 +144,68 @@ class ComparePattern:
                     value = surface.literal(other)
                     for rule, p in rules:
                         name = p.matched_callee(names, accessor, step, value)
-                        if name is not None:
+                        if name is None:
+                            continue
+                        if p.gates:
+                            _report_gates(surface, rule, flags, name, surface.snippet(other))
+                        else:
                             surface.hit(rule, id(comparison), comparison, name=name, value=surface.snippet(other))
+                    if value is MISSING:  # cap < (major, minor) in a helper: its callers decide
+                        for call, passed in _passed_values(surface, other, scope):
+                            for rule, p in rules:
+                                name = p.matched_callee(names, accessor, step, passed)
+                                if name is not None and not p.gates:
+                                    surface.hit(rule, id(call), call, name=name, value=repr(passed))
                 left = right
+
+
+def _sm_view(major: tuple[str, object] | None, value: object) -> tuple[tuple[str, object] | None, object]:
+    """``major * 10 + minor`` compared with ``90`` is ``(major, minor)`` compared with
+    ``(9, 0)``, or ``props.major`` with ``9``: (accessor, value) to match instead."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        return (major if major is not None and major[0] == "attr" else None), value
+    if major is not None and major[0] == "attr":
+        return major, value // 10
+    return None, divmod(value, 10)
+
+
+def _only_shown(surface: PythonSurface, name: str, scope: Any) -> bool:
+    """Is a function's local flag used only in messages (never at module level, where
+    other modules may import it)?"""
+    if surface.is_module(scope):
+        return False
+    uses = surface.uses(name, scope)
+    return bool(uses) and all(surface.in_message(chain.nodes[0]) for chain in uses)
+
+
+def _report_gates(surface: PythonSurface, rule: Any, flags: list[tuple[str, Any]], name: str, value: str) -> None:
+    """Each test of a flag the comparison was stored in (``if IS_SM90:``)."""
+    for flag, scope in flags:
+        for chain in surface.uses(flag, scope):
+            node = chain.nodes[0]
+            if len(chain.parts) == 1 and surface.usage.get(id(node)) == "truth" and not surface.in_message(node):
+                surface.hit(rule, id(node), node, name=name, value=value)
+
+
+def _passed_values(surface: PythonSurface, other: Any, scope: Any) -> list[tuple[Any, object]]:
+    """``cap < (major, minor)`` inside ``def check(major, minor)`` (or a closure in it):
+    (call, the literal compared there) for each call of the helper with literal arguments."""
+    items = ([other] if isinstance(other, cst.Name)
+             else [e.value if isinstance(e, cst.Element) else e for e in other.elements]
+             if isinstance(other, cst.Tuple) else [])
+    names = [n for n in items if isinstance(n, cst.Name)]
+    if not names or len(names) != len(items):
+        return []
+    params = [surface.parameter(n.value, scope) for n in names]
+    if any(p is None for p in params) or len({id(p[0]) for p in params if p is not None}) != 1:
+        return []
+    function = params[0][0]  # type: ignore[index]
+    found = []
+    for call, _ in surface.calls_of(function):
+        values = []
+        for n, (_, position) in zip(names, params, strict=True):  # type: ignore[misc]
+            argument = surface.argument(call, position, n.value)
+            values.append(MISSING if argument is None else surface.literal(argument))
+        if all(v is not MISSING for v in values):
+            found.append((call, values[0] if isinstance(other, cst.Name) else tuple(values)))
+    return found

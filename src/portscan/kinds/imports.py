@@ -1,15 +1,42 @@
-"""The ``import`` kind: imports of a module or anything below it."""
+"""The ``import`` kind: imports of a module or anything below it, also lazy ones: a
+string that is exactly a dotted path to a class below the module
+(``opt_class="apex.optimizers.FusedSGD"``, ``{"_target_": "apex.optimizers.FusedAdam"}``)
+or the name given to ``importlib.import_module``."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import libcst as cst
+
 from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PYTHON, code_list, is_at_or_below
-from portscan.ruleset.prefilter import Token, import_anchor, segment_sets
+from portscan.ruleset.prefilter import Fragment, Token, import_anchor, segment_sets
 from portscan.ruleset.table import PatternError, TableReader
+
+#: a full dotted path, ``pkg.mod.Class``: at least one dot, identifiers only
+_DOTTED_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+#: calls whose first argument names a module to import
+_IMPORTERS = ("importlib.import_module", "__import__")
+
+
+def lazy_import_path(text: str | None) -> bool:
+    """Is ``text`` a dotted path naming a class (``apex.optimizers.FusedSGD``), not prose,
+    a file name or a logger name (``logging.getLogger("vllm.config")``, ``"vllm.utils"``)?"""
+    if text is None or _DOTTED_PATH.fullmatch(text) is None:
+        return False
+    return text.rsplit(".", 1)[1][0].isupper()
+
+
+def _may_name(node: cst.BaseExpression, roots: set[str]) -> bool:
+    """A cheap look at the source of a string literal before its value is worked out:
+    does it hold a dot and one of the packages?"""
+    raw = node.value if isinstance(node, cst.SimpleString) else ""
+    return "." in raw and " " not in raw and any(root in raw for root in roots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +46,7 @@ class ImportPattern:
     kind: ClassVar[str] = "import"
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"imports"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"imports", "strings", "calls", "compares"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "module"})
     modules: tuple[str, ...]
     #: when the import is guarded (``try``/``except ImportError``), also report each
@@ -34,14 +61,23 @@ class ImportPattern:
         return cls(modules=r.dotted("modules"), uses=bool(uses))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        """The module's segments, and an import statement naming its package."""
-        return tuple(segments | {import_anchor(module)}
-                     for segments, module in zip(segment_sets(self.modules), self.modules, strict=True))
+        """The module's segments, with an import statement naming its package, or a
+        string starting with its dotted path (a lazy import), or one given to
+        ``import_module`` / ``__import__``."""
+        sets: list[frozenset[Token]] = []
+        for segments, module in zip(segment_sets(self.modules), self.modules, strict=True):
+            path = Fragment(module if "." in module else module + ".", quoted=True)
+            sets += [segments | {import_anchor(module)}, segments | {path},
+                     segments | {"import_module", Fragment(module, quoted=True)},
+                     segments | {"__import__", Fragment(module, quoted=True)}]
+        return tuple(sets)
 
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         return f"Imports of {code_list(self.modules)} or any module below them, however spelled " \
-               "(`import m`, `import m.sub as x`, `from m import n`)."
+               "(`import m`, `import m.sub as x`, `from m import n`), and lazy imports: a string " \
+               "that is a dotted path to a class below them (`\"m.sub.Class\"`) or a module name given " \
+               "to `importlib.import_module`."
 
     def covers(self, name: str) -> bool:
         """Is ``name`` one of the modules or below one (``apex.amp`` under ``apex``)?"""
@@ -66,3 +102,41 @@ class ImportPattern:
                     surface.hit(rule, (id(site.statement), site.full), site.alias_node, module=site.full)
                 if p.uses:
                     surface.want_uses(rule, site.statement, site.local, site.scope)
+        cls._resolve_lazy(rules, surface)
+
+    @classmethod
+    def _resolve_lazy(cls, rules: Sequence[tuple[Any, ImportPattern]], surface: PythonSurface) -> None:
+        """Strings that are a covered dotted path (``"apex.optimizers.FusedSGD"``) and
+        module names given to ``importlib.import_module``/``__import__``; never a key
+        looked up (``sys.modules["apex.amp"]``), a side of a comparison
+        (``"apex.amp" in sys.modules``) or the project's own modules."""
+        imported: dict[int, str] = {}
+        for call, scope in surface.calls:
+            func = call.func
+            last = (func.attr.value if isinstance(func, cst.Attribute)
+                    else func.value if isinstance(func, cst.Name) else "")
+            if last not in ("import_module", "__import__"):
+                continue
+            names = surface.callee_names(call, scope)
+            if not names and isinstance(call.func, cst.Name) and scope.lookup(call.func.value) is None:
+                names = [call.func.value]  # the builtin __import__
+            if any(n in _IMPORTERS for n in names):
+                argument = surface.argument(call, 0, "name")
+                text = surface.text(argument) if argument is not None else None
+                if text is not None and _DOTTED_NAME.fullmatch(text):
+                    imported[id(argument)] = text
+        roots = {module.split(".", 1)[0] for _, p in rules for module in p.modules}
+        candidates = [(node, text) for node in surface.strings
+                      if (id(node) in imported or _may_name(node, roots))
+                      and (text := imported.get(id(node)) or surface.text(node)) is not None
+                      and (id(node) in imported or lazy_import_path(text))]
+        if not candidates:
+            return
+        compared = {id(side) for comparison, _ in surface.compares
+                    for side in (comparison.left, *(t.comparator for t in comparison.comparisons))}
+        for node, text in candidates:
+            if id(node) in surface.lookup_keys or id(node) in compared or surface.is_first_party(text):
+                continue
+            for rule, p in rules:
+                if p.covers(text):
+                    surface.hit(rule, id(node), node, module=text)

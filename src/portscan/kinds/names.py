@@ -6,17 +6,23 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import libcst as cst
+
 from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
-from portscan.ruleset.table import TableReader
+from portscan.ruleset.table import PatternError, TableReader
 
-USAGES = ("any", "truth", "operand", "other")
+#: a carried value is followed through at most this many locals (``A = name; B = A``)
+_HOPS = 3
+
+USAGES = ("any", "truth", "operand", "tag", "other")
 
 USAGE_TEXT = {
     "truth": "only where its truth value is used (`if x`, `x is None`, `x == \"...\"`, `bool(x)`)",
     "operand": "only where it is operated on in a way that fails on `None` (`x.split()`, `x[0]`, "
                "`x >= \"11.8\"`, `int(x)`, `version.parse(x)`, `x + y`, iteration)",
+    "tag": "only where an f-string writes it right after `cu` (a wheel tag or index URL: `f\"+cu{x}\"`)",
     "other": "only where it is passed, formatted, printed, assigned or returned",
     "any": "",
 }
@@ -30,16 +36,24 @@ class NamePattern:
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
     python_sites: ClassVar[frozenset[str]] = frozenset({"chains"})
-    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
+    variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "via"})
     names: tuple[str, ...]
     #: ``truth``: only its truth value is used (``if x``, ``x is None``, ``x == "12.1"``);
     #: ``operand``: operated on, which raises on None (``x.split()``, ``x[0]``, ``x >= "11"``,
     #: ``int(x)``, ``x + y``, iteration); ``other``: passed, formatted, assigned, returned.
     usage: str = "any"
+    #: also the uses of the locals the value travels to within the module: ``V = name``,
+    #: ``V = os.environ.get("X", name)``, ``D = {"k": name}`` (then ``D["k"]``), a
+    #: parameter default ``def f(v=name)``, and ``W = V`` after those
+    follow: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> NamePattern:
-        return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"))
+        follow = r.raw("follow", False)
+        if follow is not None and not isinstance(follow, bool):
+            raise PatternError(r.key("follow"), "expected true or false")
+        return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"),
+                   follow=bool(follow))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return qualified_sets(self.names)
@@ -47,7 +61,9 @@ class NamePattern:
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         usage = USAGE_TEXT[self.usage]
-        return (f"Uses of {code_list(self.names)}, resolved through import aliases"
+        follow = (", also through the locals it is assigned to within the module (`v = name`, "
+                  "`os.environ.get(\"X\", name)`, a dict entry, a parameter default)") if self.follow else ""
+        return (f"Uses of {code_list(self.names)}, resolved through import aliases{follow}"
                 + (f", {usage}." if usage else "."))
 
     def accepts_usage(self, usage: str) -> bool:
@@ -68,6 +84,7 @@ class NamePattern:
                 if name_matches(qualified, pattern):
                     yield rule, p
 
+        followed: dict[int, tuple[cst.BaseExpression, str, list[tuple[Any, NamePattern]]]] = {}
         for chain in surface.chains:
             for base in chain.scope.qualified(chain.parts[:1]):
                 done: set[str] = set()
@@ -76,8 +93,90 @@ class NamePattern:
                     node = chain.nodes[j - 1]
                     usage = ("operand" if j < len(chain.parts)  # x.attr: attribute of the value
                              else surface.usage.get(id(node), "other"))
+                    carries = j == len(chain.parts) and usage == "other"
                     for rule, p in named(qualified):
+                        if carries and p.follow:
+                            followed.setdefault(id(node), (node, qualified, []))[2].append((rule, p))
                         if rule.code in done or not p.accepts_usage(usage):
                             continue
                         done.add(rule.code)
-                        surface.hit(rule, id(node), node, name=qualified)
+                        surface.hit(rule, id(node), node, name=qualified, via="")
+        for node, qualified, carried in followed.values():
+            _follow(surface, node, qualified, carried, 0, "")
+        derived = [(rule, p) for rule, p in rules if p.follow and p.usage == "tag"]
+        if derived:
+            _derived_tags(surface, derived, {name for _, p in derived for name in p.names})
+
+
+def _derived_tags(surface: PythonSurface, rules: list[tuple[Any, NamePattern]], names: set[str]) -> None:
+    """A wheel tag written from a local whose value is worked out from one of ``names``
+    (``cuda = parse(torch.version.cuda)``, ``tag = f"{cuda.major}{cuda.minor}"``, then
+    ``f"+cu{tag}"``): still a CUDA tag on ROCm, where the CUDA version is None."""
+    for node, scope in surface.wheel_tags:
+        if not isinstance(node, cst.Name):
+            continue
+        source = _derived_from(surface, node.value, scope, names, 0)
+        if source is not None:
+            qualified, how = source
+            for rule, _ in rules:
+                surface.hit_unless_checked(rule, id(node), node, node.value, name=qualified,
+                                           via=f" (worked out from `{qualified}`: {how})")
+
+
+def _derived_from(surface: PythonSurface, name: str, scope: Any, names: set[str],
+                  depth: int) -> tuple[str, str] | None:
+    """(the name, the assignment) when a local's value mentions one of ``names``, directly
+    or through other locals, up to :data:`_HOPS` assignments away."""
+    if depth >= _HOPS:
+        return None
+    for value, owner in surface.assigned(name, scope):
+        stack: list[cst.CSTNode] = [value]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (cst.Name, cst.Attribute)):
+                parts = _dotted(node)
+                if parts is not None:
+                    found = next((q for q in owner.qualified(parts) if q in names), None)
+                    if found is not None:
+                        return found, f"`{name} = {surface.snippet(value)}`"
+                    if len(parts) == 1 or isinstance(node, cst.Attribute):
+                        inner = _derived_from(surface, parts[0], owner, names, depth + 1)
+                        if inner is not None:
+                            return inner
+                    continue
+            stack.extend(node.children)
+    return None
+
+
+def _dotted(node: cst.BaseExpression) -> list[str] | None:
+    parts: list[str] = []
+    while isinstance(node, cst.Attribute):
+        parts.append(node.attr.value)
+        node = node.value
+    if not isinstance(node, cst.Name):
+        return None
+    return [node.value, *reversed(parts)]
+
+
+def _follow(surface: PythonSurface, value: cst.BaseExpression, qualified: str,
+            rules: list[tuple[Any, NamePattern]], hops: int, via: str) -> None:
+    """Report the uses of the locals that ``value`` (a use of ``qualified``, or a local
+    carrying it) is stored in, by how each use treats it; a use that passes the value on
+    whole (``W = V``) is followed again, up to :data:`_HOPS` locals."""
+    if hops >= _HOPS:
+        return
+    for name, scope, key, holder in surface.holders(value):
+        how = via or f"`{name} = {surface.snippet(holder)}`"
+        if key is not None:
+            uses = [(node, surface.usage.get(id(node), "other")) for node, k in surface.item_uses(name, scope)
+                    if k == key]
+        else:
+            uses = [(chain.nodes[0], "operand" if len(chain.parts) > 1
+                     else surface.usage.get(id(chain.nodes[0]), "other")) for chain in surface.uses(name, scope)]
+        for node, usage in uses:
+            if usage == "other":
+                _follow(surface, node, qualified, rules, hops + 1, how)
+            for rule, p in rules:
+                if p.accepts_usage(usage):
+                    surface.hit_unless_checked(rule, id(node), node, name, name=qualified,
+                                               via=f" (it holds `{qualified}`: {how})")

@@ -22,7 +22,8 @@ from portscan.kinds.sites import ArgumentSite
 P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
-SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings"})
+SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings",
+                   "string-siblings"})
 
 
 class PythonSurface(Protocol):
@@ -43,7 +44,8 @@ class PythonSurface(Protocol):
 
     @property
     def usage(self) -> Mapping[int, str]:
-        """id(name node) -> ``truth``/``operand`` where its use is known (else ``other``)."""
+        """id(name node) -> ``truth``/``operand``/``tag`` (the value of an f-string placeholder
+        right after ``cu``: a wheel tag) where its use is known (else ``other``)."""
 
     @property
     def calls(self) -> Sequence[tuple[cst.Call, Any]]: ...
@@ -68,18 +70,62 @@ class PythonSurface(Protocol):
     def strings(self) -> Sequence[cst.BaseExpression]: ...
 
     @property
+    def wheel_tags(self) -> Sequence[tuple[cst.BaseExpression, Any]]:
+        """(expression, scope) of each f-string placeholder right after ``cu`` (``f"+cu{v}"``)."""
+
+    @property
     def lookup_keys(self) -> Set[int]:
         """ids of strings used as keys to look something up (``d["k"]``, ``d.get("k")``)."""
 
     @property
     def string_siblings(self) -> Mapping[int, frozenset[str]]:
-        """id(string) -> the string values of the list/tuple/set literal holding it."""
+        """id(string) -> the string values of the list/tuple/set literal holding it (with the
+        ``string-siblings`` site)."""
 
     def hit(self, rule: Any, site: object, node: cst.BaseExpression, **variables: str) -> None:
         """Report ``rule`` at ``node``; one report per rule and ``site``."""
 
     def want_uses(self, rule: Any, statement: cst.CSTNode, local: str, scope: Any) -> None:
         """Report the attribute uses of the name an import binds (``uses = true``)."""
+
+    def hit_unless_checked(self, rule: Any, site: object, node: cst.BaseExpression, local: str,
+                           **variables: str) -> None:
+        """Report like ``hit``, unless ``node`` runs under a condition that mentions the
+        local name ``local`` (``if v is not None:``, ``v and v.split(".")``)."""
+
+    # -- values that travel within the module (flow-insensitive, no calls followed) --
+
+    def assigned(self, name: str, scope: Any) -> list[tuple[cst.BaseExpression, Any]]:
+        """The whole values a local name was given (assignments, a parameter's default),
+        each with the scope that binds it; nothing for a name an import binds."""
+
+    def assignments(self, value: cst.BaseExpression) -> list[tuple[str, Any]]:
+        """The local names ``value`` was assigned to whole (``X = value``, ``def f(x=value)``)."""
+
+    def holders(self, value: cst.BaseExpression) -> list[tuple[str, Any, str | None, cst.BaseExpression]]:
+        """The locals holding ``value``: (name, scope, dict key or None, the whole value
+        assigned) for ``X = value``, ``X = os.environ.get("K", value)``, ``X = {"k": value}``
+        and a parameter default."""
+
+    def uses(self, name: str, scope: Any) -> list[Any]:
+        """The dotted chains (``nodes``, ``parts``, ``scope``) starting with ``name`` that
+        see ``scope``'s binding of it."""
+
+    def item_uses(self, name: str, scope: Any) -> list[tuple[cst.Subscript, str]]:
+        """``name["key"]`` loads seeing ``scope``'s binding: (subscript node, key)."""
+
+    def is_module(self, scope: Any) -> bool:
+        """Is ``scope`` the module's own (whose names other modules may import)?"""
+
+    def in_message(self, node: cst.CSTNode) -> bool:
+        """Is this comparison or name inside a message: a print/log/warn argument or an
+        f-string placeholder?"""
+
+    def parameter(self, name: str, scope: Any) -> tuple[cst.FunctionDef | cst.Lambda, int | None] | None:
+        """(the def, positional index or None) when ``name`` is a parameter there."""
+
+    def calls_of(self, function: cst.FunctionDef | cst.Lambda) -> list[tuple[cst.Call, Any]]:
+        """Calls of a def by its plain name from where its binding is seen (same module)."""
 
     def callee_names(self, call: cst.Call, scope: Any, every_import: bool = False) -> list[str]: ...
 
@@ -130,6 +176,9 @@ class PythonSurface(Protocol):
         """The node's source, shortened for a message."""
 
     def program_name(self, word: str) -> str | None: ...
+
+    def is_first_party(self, dotted_name: str) -> bool:
+        """Does ``dotted_name`` name one of the scanned project's own modules?"""
 
 
 def rules_by(rules: Sequence[tuple[Any, P]], keys: Callable[[P], Iterable[str]]) -> dict[str, list[tuple[Any, P]]]:

@@ -29,7 +29,7 @@ class StringPattern:
     kind: ClassVar[str] = "string"
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"strings", "compares", "calls"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"strings", "string-siblings", "compares", "calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
     values: tuple[str, ...]
     unless: tuple[str, ...] = ()

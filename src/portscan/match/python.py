@@ -20,6 +20,7 @@ resolve to third-party names, star imports are not resolved.
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 import dataclasses
 import functools
@@ -74,6 +75,15 @@ EXTENSION_BUILDERS = frozenset({
 })
 #: The builders whose calls declare an extension with sources of its own.
 _DECLARING_BUILDERS = EXTENSION_BUILDERS - {"torch.utils.cpp_extension.load_inline"}
+#: Calls whose arguments are messages (printed, logged, warned): a value only shown there
+#: decides nothing
+_MESSAGE_CALLS = frozenset({"print", "debug", "info", "warning", "warn", "error", "exception", "critical",
+                            "log", "warning_once", "info_once", "warn_once", "debug_once", "print_rank_0",
+                            "rank_zero_info", "rank_zero_warn", "rank_zero_debug"})
+#: an f-string's text just before a placeholder that makes it a CUDA wheel tag (``+cu{v}``)
+_WHEEL_TAG = re.compile(r"(?:^|[^A-Za-z0-9])cu$")
+#: environment lookups whose default is the value when the variable is unset
+_ENV_GETTERS = frozenset({"os.environ.get", "os.getenv"})
 #: Calls that fail on None: numeric and sequence conversions and version parsers.
 _CONVERSIONS = frozenset({"int", "float", "len", "tuple", "list", "sorted", "iter", "parse",
                           "Version", "LooseVersion", "StrictVersion", "parse_version"})
@@ -87,7 +97,7 @@ class Scope:
     for anything else (parameter, assignment, def, class, relative import)."""
 
     __slots__ = ("parent", "is_class", "bindings", "values", "loop_items", "global_names", "first_party",
-                 "imports")
+                 "imports", "params")
 
     def __init__(self, parent: Scope | None, is_class: bool = False) -> None:
         self.parent = parent
@@ -103,6 +113,8 @@ class Scope:
         self.first_party: dict[str, list[str]] = {}
         #: name -> the import statements that bind it here (for the fixes' import bookkeeping)
         self.imports: dict[str, list[cst.Import | cst.ImportFrom]] = {}
+        #: parameter name -> (the def, its position among positional parameters or None)
+        self.params: dict[str, tuple[cst.FunctionDef | cst.Lambda, int | None]] = {}
 
     def bind(self, name: str, qualified: str | None = None, first_party: str | None = None) -> None:
         self.bindings.setdefault(name, []).append(qualified)
@@ -283,6 +295,14 @@ class _Collector(Walker):
         self.imported: list[ImportedName] = []
         self.use_imports: list[UsedImport] = []
         self.name_checks: list[NameCheck] = []
+        #: ids of comparisons and names inside a message (print/log arguments, f-string
+        #: placeholders), and how deep the walk is inside one
+        self.in_message: set[int] = set()
+        self._message_depth = 0
+        #: f-string placeholders right after ``cu`` (wheel tags): (expression, scope)
+        self.wheel_tags: list[tuple[cst.BaseExpression, Scope]] = []
+        #: ``name["key"]`` loads: (subscript, name node, key text, scope)
+        self.item_loads: list[tuple[cst.Subscript, cst.Name, str, Scope]] = []
 
     # -- helpers -----------------------------------------------------------------
 
@@ -327,9 +347,14 @@ class _Collector(Walker):
         if isinstance(target, cst.Name) and isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
             self.scope.loop_items.setdefault(target.value, []).append(iterable)
 
-    def _bind_params(self, params: cst.Parameters) -> None:
-        for param in (*params.posonly_params, *params.params, *params.kwonly_params):
+    def _bind_params(self, params: cst.Parameters, owner: cst.FunctionDef | cst.Lambda) -> None:
+        """Bind the parameters, with their defaults as values they may hold."""
+        positional = (*params.posonly_params, *params.params)
+        for i, param in enumerate((*positional, *params.kwonly_params)):
             self.scope.bind(param.name.value)
+            self.scope.params[param.name.value] = (owner, i if i < len(positional) else None)
+            if param.default is not None:
+                self.scope.values.setdefault(param.name.value, []).append((param.default, None))
         for star in (params.star_arg, params.star_kwarg):
             if isinstance(star, cst.Param):
                 self.scope.bind(star.name.value)
@@ -344,13 +369,13 @@ class _Collector(Walker):
 
     def _mark_operand(self, expr: cst.BaseExpression) -> None:
         """Record a name that is operated on (``x[0]``, ``x + y``, ``x < y``, ``int(x)``)."""
-        if isinstance(expr, (cst.Name, cst.Attribute)):
+        if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
             self.usage.setdefault(id(expr), "operand")
 
     def _mark_test(self, expr: cst.BaseExpression) -> None:
         """Record names used only for their truth value (``if x``, ``not x``, ``x is None``)."""
         while True:
-            if isinstance(expr, (cst.Name, cst.Attribute)):
+            if isinstance(expr, (cst.Name, cst.Attribute, cst.Subscript)):
                 self.usage[id(expr)] = "truth"
                 return
             if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
@@ -377,7 +402,7 @@ class _Collector(Walker):
             self._visit(node.returns.annotation)
         self.scope.bind(node.name.value)
         self._push(node)
-        self._bind_params(node.params)
+        self._bind_params(node.params, node)
         self._visit(node.body)
         self._pop()
         return False
@@ -385,7 +410,7 @@ class _Collector(Walker):
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         self._visit_param_defaults(node.params)
         self._push(node)
-        self._bind_params(node.params)
+        self._bind_params(node.params, node)
         self._visit(node.body)
         self._pop()
         return False
@@ -563,13 +588,45 @@ class _Collector(Walker):
     def visit_Attribute(self, node: cst.Attribute) -> bool:
         chain = dotted(node)
         if chain is None:
+            self._mark_operand(node.value)  # d["k"].split(): an attribute of the item
             self._visit(node.value)
         else:
             self.chains.append(_Chain(chain[0], chain[1], self.scope))
+            if self._message_depth:
+                self.in_message.add(id(chain[0][0]))
         return False
 
     def visit_Name(self, node: cst.Name) -> bool:
         self.chains.append(_Chain([node], [node.value], self.scope))
+        if self._message_depth:
+            self.in_message.add(id(node))
+        return False
+
+    def visit_FormattedString(self, node: cst.FormattedString) -> bool:
+        """A string site (the ``string`` kind's regexes read f-strings); ``f"+cu{v}"``: a
+        placeholder right after ``cu`` makes a wheel tag of the value. The placeholders
+        are expressions with sites of their own."""
+        if "strings" in self.index.sites:
+            self.strings.append(node)
+        previous = ""
+        for part in node.parts:
+            if isinstance(part, cst.FormattedStringText):
+                previous = part.value
+                continue
+            if (isinstance(part, cst.FormattedStringExpression) and _WHEEL_TAG.search(previous)
+                    and isinstance(part.expression, (cst.Name, cst.Attribute))
+                    and not self._message_depth):  # print(f"cu{v}") only shows it
+                self.usage[id(part.expression)] = "tag"
+                self.wheel_tags.append((part.expression, self.scope))
+            previous = ""
+        return True
+
+    def visit_FormattedStringExpression(self, node: cst.FormattedStringExpression) -> bool:
+        self._message_depth += 1
+        self._visit(node.expression)
+        for part in node.format_spec or ():
+            self._visit(part)
+        self._message_depth -= 1
         return False
 
     def visit_Call(self, node: cst.Call) -> bool:
@@ -593,8 +650,11 @@ class _Collector(Walker):
         if self.wants_calls:
             self.calls.append(CallSite(node, self.scope))
         self._visit(node.func)
+        message = callee in _MESSAGE_CALLS
+        self._message_depth += message
         for arg in node.args:
             self._visit(arg.value)
+        self._message_depth -= message
         return False
 
     def visit_Expr(self, node: cst.Expr) -> bool:
@@ -610,14 +670,9 @@ class _Collector(Walker):
             self.strings.append(node)
         return False
 
-    def visit_FormattedString(self, node: cst.FormattedString) -> bool:
-        if "strings" in self.index.sites:
-            self.strings.append(node)
-        return True  # the placeholders are expressions with sites of their own
-
     def _visit_collection(self, node: cst.List | cst.Tuple | cst.Set) -> bool:
         """Remember which strings share a literal collection (``["MIGraphX...", "CUDA..."]``)."""
-        if "strings" in self.index.sites:
+        if "string-siblings" in self.index.sites:
             members: list[cst.BaseExpression] = []
             for element in node.elements:
                 value = element.value
@@ -633,6 +688,10 @@ class _Collector(Walker):
 
     def visit_Subscript(self, node: cst.Subscript) -> bool:
         self._mark_operand(node.value)
+        if isinstance(node.value, cst.Name) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            key = string_text(node.slice[0].slice.value)
+            if key is not None:
+                self.item_loads.append((node, node.value, key, self.scope))
         for element in node.slice:  # options["CUDAExecutionProvider"] looks a key up
             if isinstance(element.slice, cst.Index):
                 self.lookup_keys.add(id(element.slice.value))
@@ -660,6 +719,8 @@ class _Collector(Walker):
             left = right
         if "compares" in self.index.sites:
             self.compares.append(CompareSite(node, self.scope))
+            if self._message_depth:
+                self.in_message.add(id(node))
         return True
 
     def visit_UnaryOperation(self, node: cst.UnaryOperation) -> bool:
@@ -672,6 +733,8 @@ class _Collector(Walker):
     def visit_BooleanOperation(self, node: cst.BooleanOperation) -> bool:
         if isinstance(node.operator, cst.Or):
             self._mark_test(node.left)  # `x or default`: a falsy x is replaced
+        # `v is not None and v.split(".")`: the right side runs only after the left's check
+        self.name_checks.append(NameCheck(node.right, _names_in(node.left)))
         if id(node) not in self._flattened:
             operands = boolean_operands(node)
             self._flattened.update(id(n) for n in _nested_boolean_operations(node))
@@ -752,6 +815,9 @@ class _Resolver:
         self.stores, self.named_stores = collector.assigns, collector.named_assigns
         self.item_stores, self.strings = collector.item_assigns, collector.strings
         self.lookup_keys, self.string_siblings = collector.lookup_keys, collector.string_siblings
+        self.wheel_tags = collector.wheel_tags
+        #: id(node reported) -> the local whose check (``if v is not None:``) drops the report
+        self.unless_checked: dict[int, str] = {}
 
     def run(self) -> None:
         for kind, rules in self.c.index.kinds:
@@ -764,6 +830,80 @@ class _Resolver:
 
     def want_uses(self, rule: Rule, statement: cst.CSTNode, local: str, scope: Scope) -> None:
         self.c.use_imports.append(UsedImport(rule, statement, local, scope))
+
+    def hit_unless_checked(self, rule: Rule, site: object, node: cst.BaseExpression, local: str,
+                           **variables: str) -> None:
+        self.unless_checked[id(node)] = local
+        self.hit(rule, site, node, **variables)
+
+    # -- values that travel within the module -------------------------------------
+
+    def assigned(self, name: str, scope: Scope) -> list[tuple[cst.BaseExpression, Scope]]:
+        return [(value, owner) for (value, unpack), owner in _values(scope, name) if unpack is None]
+
+    def assignments(self, value: cst.BaseExpression) -> list[tuple[str, Scope]]:
+        return [(name, scope) for name, scope, key, whole in self.holders(value) if whole is value]
+
+    @functools.cached_property
+    def _held_by(self) -> dict[int, list[tuple[str, Scope, str | None, cst.BaseExpression]]]:
+        """id(expr) -> the locals holding its value: assigned it whole, as the default of
+        ``os.environ.get``/``os.getenv``, or as a dict literal's entry (with its key)."""
+        found: dict[int, list[tuple[str, Scope, str | None, cst.BaseExpression]]] = {}
+        for scope in (self.c.module_scope, *self.c.opened.values()):
+            for name, values in scope.values.items():
+                if any(q is not None for q in scope.bindings.get(name, ())):
+                    continue
+                for value, unpack in values:
+                    if unpack is not None:
+                        continue
+                    found.setdefault(id(value), []).append((name, scope, None, value))
+                    if (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+                            and value.func.attr.value in ("get", "getenv")
+                            and _ENV_GETTERS & set(self.callee_names(value, scope))):
+                        default = _argument(value, 1, "default")
+                        if default is not None:
+                            found.setdefault(id(default), []).append((name, scope, None, value))
+                    elif isinstance(value, cst.Dict):
+                        for element in value.elements:
+                            key = string_text(element.key) if isinstance(element, cst.DictElement) else None
+                            if key is not None:
+                                found.setdefault(id(element.value), []).append((name, scope, key, value))
+        return found
+
+    def holders(self, value: cst.BaseExpression) -> list[tuple[str, Scope, str | None, cst.BaseExpression]]:
+        return self._held_by.get(id(value), [])
+
+    @functools.cached_property
+    def _uses_by_name(self) -> dict[str, list[_Chain]]:
+        found: dict[str, list[_Chain]] = {}
+        for chain in self.c.chains:
+            found.setdefault(chain.parts[0], []).append(chain)
+        return found
+
+    def uses(self, name: str, scope: Scope) -> list[Any]:
+        return [chain for chain in self._uses_by_name.get(name, ()) if chain.scope.lookup(name) is scope]
+
+    def item_uses(self, name: str, scope: Scope) -> list[tuple[cst.Subscript, str]]:
+        return [(node, key) for node, base, key, at in self.c.item_loads
+                if base.value == name and at.lookup(name) is scope]
+
+    def is_module(self, scope: Scope) -> bool:
+        return scope is self.c.module_scope
+
+    def in_message(self, node: cst.CSTNode) -> bool:
+        return id(node) in self.c.in_message
+
+    def parameter(self, name: str, scope: Scope) -> tuple[cst.FunctionDef | cst.Lambda, int | None] | None:
+        owner = scope.lookup(name)
+        return owner.params.get(name) if owner is not None else None
+
+    def calls_of(self, function: cst.FunctionDef | cst.Lambda) -> list[tuple[cst.Call, Scope]]:
+        body = self.c.opened.get(id(function))
+        if not isinstance(function, cst.FunctionDef) or body is None or body.parent is None:
+            return []
+        name, binder = function.name.value, body.parent
+        return [(call, scope) for call, scope in self.c.calls
+                if isinstance(call.func, cst.Name) and call.func.value == name and scope.lookup(name) is binder]
 
     # -- resolution -------------------------------------------------------------
 
@@ -823,6 +963,9 @@ class _Resolver:
 
     def program_name(self, word: str) -> str | None:
         return program_name(word)
+
+    def is_first_party(self, dotted_name: str) -> bool:
+        return self.c._is_first_party(dotted_name)
 
     def setup_requirements(self) -> Iterator[tuple[cst.BaseExpression, str, str]]:
         """(string node, text, section) of ``setup(install_requires=[...],
@@ -942,8 +1085,24 @@ class _Resolver:
 
     def _operand_source(self, expr: cst.BaseExpression, scope: Scope,
                         depth: int) -> tuple[list[str], tuple[str, object] | None] | None:
-        """``f()``, ``f()[i]``, ``f().attr``, or a local name bound to one of those."""
+        """``f()``, ``f()[i]``, ``f().attr``, or a local name bound to one of those; and
+        ``major * 10 + minor`` of those, an SM number: ``("sm", the major's accessor)``."""
         accessor: tuple[str, object] | None = None
+        if isinstance(expr, cst.IfExp):  # f() if torch.cuda.is_available() else (0, 0)
+            return (self._operand_source(expr.body, scope, depth)
+                    or self._operand_source(expr.orelse, scope, depth))
+        if (isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add)
+                and isinstance(expr.left, cst.BinaryOperation) and isinstance(expr.left.operator, cst.Multiply)):
+            factor, major = expr.left.right, expr.left.left
+            if not (isinstance(factor, cst.Integer) and factor.value == "10"):
+                factor, major = major, factor
+            if not (isinstance(factor, cst.Integer) and factor.value == "10"):
+                return None
+            high = self._operand_source(major, scope, depth)
+            low = self._operand_source(expr.right, scope, depth)
+            if high is None or low is None or not set(high[0]) & set(low[0]):
+                return None
+            return high[0], ("sm", high[1])
         if isinstance(expr, cst.Subscript) and len(expr.slice) == 1:
             index = expr.slice[0].slice
             if isinstance(index, cst.Index) and isinstance(index.value, cst.Integer):
@@ -955,13 +1114,17 @@ class _Resolver:
         if isinstance(expr, cst.Call):
             names = self.callee_names(expr, scope)
             return (names, accessor) if names else None
-        if isinstance(expr, cst.Name) and depth < 2:
+        if isinstance(expr, cst.Name) and depth < 3:
             for value, owner in _values(scope, expr.value):
                 value_expr, unpack = value
                 inner = self._operand_source(value_expr, owner, depth + 1)
                 if inner is None:
                     continue
                 names, inner_accessor = inner
+                if inner_accessor is not None and inner_accessor[0] == "sm":
+                    if accessor is not None or unpack is not None:
+                        continue
+                    return names, inner_accessor
                 if unpack is not None:
                     if inner_accessor is not None:
                         continue
@@ -1406,7 +1569,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
         return []
     regions = collector.regions
     uses = _use_candidates(collector)
-    checks = collector.name_checks if uses else []
+    unless = resolver.unless_checked
+    checks = collector.name_checks if uses or unless else []
     bindings = _Bindings(collector, reports)
     helpers = _helper_mentions(module, collector)
     offsets = locate(module, [node for _, _, node, _ in reports] + [node for node, _ in regions]
@@ -1422,11 +1586,15 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
         return next((g for g in GUARD_ORDER if g in guards), None)
 
     tries = _Tries(collector.fallback_tries, offsets)
+    checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
     matches = []
     #: id(import statement) -> the guard of its import findings
     import_guards: dict[int, str | None] = {}
     for rule, site, node, variables in reports:
         start, end = offsets[id(node)]
+        local = unless.get(id(node))
+        if local is not None and any(s <= start and end <= e and local in names for (s, e), names in checked):
+            continue  # `if version is not None: version.split(".")`
         variables.setdefault("matched", source_snippet(module, node))
         guard = guard_at(start, end)
         statement = bindings.import_statement(rule, site)
@@ -1449,7 +1617,6 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             matches[i] = dataclasses.replace(m, guard=guard)
     matches = [dataclasses.replace(m, declined=reason) if reason else m
                for m, reason in zip(matches, decline_reasons(module, matches), strict=True)]
-    checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
     for rule, used_at, node, variables in uses:
         if guard_at(*offsets[id(used_at)]) not in (FALLBACK, FALLBACK_EQUIVALENT):
             continue  # an unguarded import is reported itself; its uses add nothing
