@@ -58,6 +58,11 @@ def test_valid_file_loads(tmp_path: Path) -> None:
     assert (rule.code, rule.name, rule.pattern.kind) == ("XY101", "demo-rule", "name")
 
 
+def match_as(pattern: str):
+    """An edit that gives VALID this ``[match]`` body instead of its name pattern."""
+    return lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]', pattern)
+
+
 @pytest.mark.parametrize("edit, key, problem", [
     (lambda t: t.replace('severity = "warning"', 'severity = "fatal"'), "severity", "expected one of"),
     (lambda t: t.replace('confidence = "medium"\n', ""), "confidence", "missing required key"),
@@ -75,23 +80,17 @@ def test_valid_file_loads(tmp_path: Path) -> None:
     (lambda t: t.replace("`${matched}` is a demo", "costs $5"), "message", "stray `$`"),
     (lambda t: t.replace('[[good]]\nsource = "x = 1"', ""), "good", "missing required key"),
     (lambda t: "good = []\n" + t.replace('[[good]]\nsource = "x = 1"', ""), "good", "at least one"),
-    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
-                         'kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "x"\nregex = "("'),
+    (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "x"\nregex = "("'),
      "match.args[0].regex", "invalid regular expression"),
-    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
-                         'kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "x"'),
+    (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "x"'),
      "match.args[0]", "give exactly one of"),
-    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
-                         'kind = "compare"\ncallees = ["demo.f"]\noperators = ["=~"]'),
+    (match_as('kind = "compare"\ncallees = ["demo.f"]\noperators = ["=~"]'),
      "match.operators", "is not one of"),
-    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
-                         'kind = "string"\nvalues = ["CUDA out of memory"]'),
+    (match_as('kind = "string"\nvalues = ["CUDA out of memory"]'),
      "match.values", "not a valid word-like string"),
-    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
-                         'kind = "string"\ntested = "yes"\nvalues = ["CUDA out of memory"]'),
+    (match_as('kind = "string"\ntested = "yes"\nvalues = ["CUDA out of memory"]'),
      "match.tested", "expected true or false"),
-    (lambda t: t.replace('kind = "name"\nnames = ["demo.thing"]',
-                         'kind = "string"\ntested = true\nvalues = ["two\\nlines"]'),
+    (match_as('kind = "string"\ntested = true\nvalues = ["two\\nlines"]'),
      "match.values", "not a valid one-line text"),
 ])
 def test_invalid_files_name_the_file_and_key(tmp_path: Path, edit, key: str, problem: str) -> None:
