@@ -22,7 +22,8 @@ from portscan.kinds.sites import ArgumentSite
 P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
-SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings"})
+SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings",
+                   "dict-items"})
 
 
 class PythonSurface(Protocol):
@@ -99,6 +100,11 @@ class PythonSurface(Protocol):
     def commands(self, expr: cst.BaseExpression, scope: Any) -> Iterator[tuple[str, cst.BaseExpression]]:
         """Program words of a command value, each with the node to report it at."""
 
+    def forwarded(self, picks: Callable[[cst.Call, Any], cst.BaseExpression | None]
+                  ) -> Iterator[tuple[cst.Call, Any, cst.BaseExpression]]:
+        """(call, scope, argument) of calls of the module's own defs whose parameter is
+        handed on to the argument ``picks`` chooses in a call (a wrapper of ``subprocess.run``)."""
+
     def numbers(self, expr: cst.BaseExpression, scope: Any) -> list[cst.BaseExpression]:
         """The literal nodes a value may come from (locals, ternaries, loop variables)."""
 
@@ -111,8 +117,10 @@ class PythonSurface(Protocol):
     def extension_calls(self) -> Iterator[tuple[cst.Call, Any]]:
         """Calls of the extension builders (``CUDAExtension``, ``load``, ``load_inline``)."""
 
-    def build_values(self, call: cst.Call, argument: str, scope: Any) -> Iterator[cst.BaseExpression]:
-        """The strings an extension builder call gets for ``nvcc``/``cxx``/... flags."""
+    def build_values(self, arguments: frozenset[str]
+                     ) -> Iterator[tuple[str, cst.BaseExpression, cst.BaseExpression]]:
+        """(argument, string, node to report it at) of the ``nvcc``/``cxx``/``libraries``/
+        ``extra_link_args`` flags the module gives an extension build, wherever written."""
 
     def literal(self, node: cst.BaseExpression) -> object:
         """The value of a literal expression, or the surface's MISSING marker."""
