@@ -2,7 +2,8 @@
 target one step removed from a literal call — flags given by keyword at any call, in
 ``{"nvcc": [...]}`` dicts and ``args["nvcc"] = ...`` stores, returned by op-builder
 methods and by the module's own helpers; commands passed through the module's own
-process-running helpers, and programs written as path expressions."""
+process-running helpers, programs written as path expressions, and gates on the CUDA
+toolkit's environment variables."""
 
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ EXPECTED = [
     ("op_builder/utils.py", 11, 36, "PS407", "error"),       # [os.path.join(cuda_dir, "bin", "nvcc"), "-V"]
     ("op_builder/utils.py", 20, 8, "PS404", "error"),
     ("op_builder/utils.py", 22, 44, "PS404", "error"),
-    ("op_builder/utils.py", 23, 23, "PS401", "error"),
     ("op_builder/utils.py", 41, 12, "PS906", "error"),       # nvcc_threads(...): --threads, at the helper's call
+    ("setup.py", 9, 13, "PS933", "warning"),                 # "CUDA_HOME" in os.environ gates the GPU build
     ("setup.py", 21, 24, "PS904", "error"),                  # nvcc_flags += [...]; extra_compile_args["nvcc"] = ...
     ("setup.py", 22, 24, "PS906", "error"),                  # -diag-suppress
     ("setup.py", 23, 38, "PS906", "error"),                  # append_nvcc_threads(nvcc_flags): at the call
@@ -159,3 +160,16 @@ def test_a_program_written_as_a_path_expression(rules, program: str) -> None:
               "from torch.utils.cpp_extension import CUDA_HOME\n"
               f"nvcc = {program}\nout = subprocess.check_output([nvcc, '-V'])\n")
     assert _scan(rules, source, ["PS407"]) == [("PS407", 5, "error", None)]
+
+
+def test_cuda_home_reads_unless_the_file_looks_for_rocm_too(rules) -> None:
+    gate = """\
+        import os
+        if os.environ.get("CUDA_HOME") is not None or "CUDA_PATH" in os.environ:
+            nvcc = os.path.join(os.environ["CUDA_HOME"], "bin", "nvcc")
+        """
+    assert _scan(rules, gate, ["PS933"]) == [("PS933", 2, "warning", None), ("PS933", 2, "warning", None),
+                                             ("PS933", 3, "warning", None)]
+    aware = textwrap.dedent(gate) + "rocm = os.getenv('ROCM_PATH')\n"
+    assert _scan(rules, aware, ["PS933"]) == []
+    compile(aware, "setup.py", "exec")  # the silence is not a syntax error

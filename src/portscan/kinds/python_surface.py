@@ -23,7 +23,7 @@ P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
 SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings",
-                   "dict-items"})
+                   "dict-items", "item-loads"})
 
 
 class PythonSurface(Protocol):
@@ -64,6 +64,10 @@ class PythonSurface(Protocol):
     @property
     def item_stores(self) -> Sequence[tuple[Any, cst.BaseExpression, cst.BaseExpression]]:
         """(container chain, key, value) of ``c[key] = value`` (also ``+=``, ``.append``)."""
+
+    @property
+    def item_loads(self) -> Sequence[tuple[Any, cst.BaseExpression, cst.BaseExpression]]:
+        """(container chain, key, the subscript) of ``c[key]`` reads."""
 
     @property
     def strings(self) -> Sequence[cst.BaseExpression]: ...
@@ -113,9 +117,6 @@ class PythonSurface(Protocol):
 
     def requirement_rules(self, text: str, rules: Sequence[Any], section: str) -> tuple[str, list[Any]]:
         """(package, the rules a requirement text meets); ("", []) if it is none."""
-
-    def extension_calls(self) -> Iterator[tuple[cst.Call, Any]]:
-        """Calls of the extension builders (``CUDAExtension``, ``load``, ``load_inline``)."""
 
     def build_values(self, arguments: frozenset[str]
                      ) -> Iterator[tuple[str, cst.BaseExpression, cst.BaseExpression]]:

@@ -62,8 +62,10 @@ class SubprocessPattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         return (f"Running {code_list(self.programs)}: from Python through `subprocess`, "
                 "`os.system`, `os.popen` and friends (argv lists, shell command lines, "
-                "`shlex.split(...)`), in shell scripts and Makefile recipes, and in Dockerfile "
-                "`RUN`/`CMD` lines.")
+                "`shlex.split(...)`, a program written as a path such as "
+                "`os.path.join(CUDA_HOME, \"bin\", \"nvcc\")` or `shutil.which(...)`) or through "
+                "the module's own helpers that pass a command on to them, in shell scripts and "
+                "Makefile recipes, and in Dockerfile `RUN`/`CMD` lines.")
 
     def matches_program(self, program: str) -> bool:
         return program in self.programs

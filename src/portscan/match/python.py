@@ -298,6 +298,9 @@ class _Collector(Walker):
         self.imported: list[ImportedName] = []
         self.use_imports: list[UsedImport] = []
         self.name_checks: list[NameCheck] = []
+        #: ``container[key]`` reads on a dotted container (the node itself as the value)
+        self.item_loads: list[ItemStore] = []
+        self._stored: set[int] = set()
         #: (name, body scope) of every def, in source order
         self.defs: list[tuple[str, Scope]] = []
         #: (key text, value, scope) of dict literal items with a string key (``{"nvcc": [...]}``)
@@ -513,6 +516,7 @@ class _Collector(Walker):
 
     def _record_item(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """``os.environ["K"] = v`` and ``args["nvcc"] = [...]`` (also ``+=``, ``.append``)."""
+        self._stored.add(id(target))  # a store, not a load (``item-loads``)
         if "item-stores" not in self.index.sites:
             return
         if (isinstance(target, cst.Subscript) and len(target.slice) == 1
@@ -670,6 +674,12 @@ class _Collector(Walker):
         for element in node.slice:  # options["CUDAExecutionProvider"] looks a key up
             if isinstance(element.slice, cst.Index):
                 self.lookup_keys.add(id(element.slice.value))
+        if ("item-loads" in self.index.sites and id(node) not in self._stored and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index)):
+            container = dotted(node.value)
+            if container is not None:  # os.environ["CUDA_HOME"] read
+                self.item_loads.append(ItemStore(_Chain(container[0], container[1], self.scope),
+                                                 node.slice[0].slice.value, node))
         return True
 
     def visit_Arg(self, node: cst.Arg) -> bool:
@@ -784,6 +794,7 @@ class _Resolver:
         self.calls, self.compares = collector.calls, collector.compares
         self.stores, self.named_stores = collector.assigns, collector.named_assigns
         self.item_stores, self.strings = collector.item_assigns, collector.strings
+        self.item_loads = collector.item_loads
         self.lookup_keys, self.string_siblings = collector.lookup_keys, collector.string_siblings
 
     def run(self) -> None:
@@ -825,11 +836,6 @@ class _Resolver:
 
     def numbers(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
         return _numbers(expr, scope)
-
-    def extension_calls(self) -> Iterator[tuple[cst.Call, Scope]]:
-        for call, scope in self.c.calls:
-            if set(self.callee_names(call, scope)) & EXTENSION_BUILDERS:
-                yield call, scope
 
     def requirement_rules(self, text: str, rules: Sequence[Rule], section: str) -> tuple[str, list[Rule]]:
         requirement = parse_requirement(text)
@@ -1145,9 +1151,14 @@ class _Resolver:
                 if pattern is not None and pattern.search(name):
                     returned += [(id(body), argument, node, at) for value in body.returns
                                  for node, at in self._flag_items(value, body, 0, None, followed)]
-        for body_id, argument, node, at in returned:
-            if body_id not in followed:  # else reported where the module calls it
-                yield argument, node, at
+        if returned:
+            # a def the module calls is reported where a build gets its flags (followed),
+            # or not at all: its flags go somewhere seen that is no build (a direct nvcc
+            # command line, say); only an op builder's method called from elsewhere is left
+            called = {id(body) for call, scope in self.c.calls for body in self._called_defs(call, scope)}
+            for body_id, argument, node, at in returned:
+                if body_id not in called and body_id not in followed:
+                    yield argument, node, at
 
     def _dicts(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.Dict]:
         if isinstance(expr, cst.Dict):
