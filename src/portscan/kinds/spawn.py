@@ -74,7 +74,9 @@ class SubprocessPattern:
 
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, SubprocessPattern]], surface: PythonSurface) -> None:
-        """Each listed program in the command a process-spawning call gets."""
+        """Each listed program in the command a process-spawning call gets, directly or
+        through the module's own helpers (``surface.forwarded``)."""
+
         def report(found: Sequence[tuple[Any, SubprocessPattern]], command: Any, scope: Any) -> None:
             for word, node in surface.commands(command, scope):
                 program = surface.program_name(word)
@@ -82,7 +84,7 @@ class SubprocessPattern:
                     if program is not None and p.matches_program(program):
                         surface.hit(rule, id(node), node, program=program)
 
-        for callees in {p.callees for _, p in rules}:
+        for callees in dict.fromkeys(p.callees for _, p in rules):
             found = [(rule, p) for rule, p in rules if p.callees == callees]
 
             def command_of(call: Any, scope: Any, callees: tuple[str, ...] = callees) -> Any:
