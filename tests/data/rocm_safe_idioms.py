@@ -132,6 +132,37 @@ def telemetry():
         return None
 
 
+def run_quiet(cmd: str) -> str:
+    """A project's own runner: what it is given is what runs."""
+    return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout
+
+
+def announce(message: str) -> None:
+    log.info("[gpu] %s", message)
+
+
+def tool_report() -> str:
+    announce("nvidia-smi is not used here; see amd-smi")  # a message, not a command
+    return run_quiet("amd-smi list")
+
+
+def nvcc_compiler_options() -> list[str]:
+    """Flags of a direct nvcc command line the module builds itself (never hipcc's)."""
+    return ["-t=0", "--expt-relaxed-constexpr", "--use_fast_math"]
+
+
+def nvcc_command(src: str) -> list[str]:
+    return ["nvcc", *nvcc_compiler_options(), src] if not IS_ROCM else ["hipcc", src]
+
+
+def gpu_arch_flags() -> list[str]:
+    """``get_arch_list()`` holds gfx names on ROCm, so no sm_ flag is made there."""
+    return [f"-gencode=arch=compute_{a[3:]},code={a}" for a in torch.cuda.get_arch_list() if a.startswith("sm_")]
+
+
+HALF_FLAGS = {"cxx": ["-O3"], "nvcc": ["-O3", "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__"]}
+
+
 class Block(nn.Module):
     def __init__(self, dim: int) -> None:
         super().__init__()

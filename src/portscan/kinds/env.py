@@ -24,20 +24,35 @@ class EnvPattern:
     surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "compose", "makefile",
                                                     "apptainer"}) | CI
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"calls", "item-stores"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"calls", "item-stores", "item-loads", "compares"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "value"})
     names: tuple[str, ...]
     values: tuple[Literal, ...] = ()
     regex: Regex | None = None  #: searched in a string value
     #: values that are not a match (``""``: clearing the variable restricts nothing)
     not_values: tuple[Literal, ...] = ()
+    #: match reads from Python instead of sets: ``os.environ.get(X)``, ``os.getenv(X)``,
+    #: ``os.environ[X]``, ``X in os.environ``
+    reads: bool = False
+    #: with ``reads``: variables whose read anywhere in the file makes it aware of the
+    #: alternative (``ROCM_HOME``), so nothing there is reported
+    unless: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> EnvPattern:
+        reads = r.raw("reads", False)
+        if reads is not None and not isinstance(reads, bool):
+            raise PatternError(r.key("reads"), "expected true or false")
+        unless = r.texts("unless", required=False, check=IDENTIFIER, what="variable name")
         pattern = cls(names=r.texts("names", check=IDENTIFIER, what="variable name"),
-                      values=r.literals("values"), regex=r.regex("regex"), not_values=r.literals("not_values"))
+                      values=r.literals("values"), regex=r.regex("regex"), not_values=r.literals("not_values"),
+                      reads=bool(reads), unless=unless)
         if pattern.values and pattern.regex is not None:
             raise PatternError(r.where, "give at most one of `values` and `regex`")
+        if pattern.reads and (pattern.values or pattern.regex is not None):
+            raise PatternError(r.where, "`reads` matches no value: drop `values` and `regex`")
+        if pattern.unless and not pattern.reads:
+            raise PatternError(r.key("unless"), "only with `reads = true`")
         return pattern
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
@@ -45,6 +60,10 @@ class EnvPattern:
 
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        if self.reads:
+            unless = f", in a file that reads none of {code_list(self.unless)}" if self.unless else ""
+            return (f"Reading the environment variable {code_list(self.names)} from Python "
+                    f"(`os.environ.get`, `os.getenv`, `os.environ[...]`, `... in os.environ`){unless}.")
         values = f" to {code_list(map(repr, self.values))}" if self.values else ""
         if self.not_values:
             values += f" (not to {code_list(map(repr, self.not_values))})"
@@ -53,7 +72,7 @@ class EnvPattern:
 
     def matches_env(self, name: str, value: str) -> bool:
         """On the text surfaces, where every value is a string (Python compares literals)."""
-        if name not in self.names or value in [str(v) for v in self.not_values]:
+        if self.reads or name not in self.names or value in [str(v) for v in self.not_values]:
             return False
         if self.values and value not in [str(v) for v in self.values]:
             return False
@@ -73,7 +92,12 @@ class EnvPattern:
     def resolve_python(cls, rules: Sequence[tuple[Any, EnvPattern]], surface: PythonSurface) -> None:
         """``os.environ[K] = v``, ``os.environ.setdefault(K, v)``, ``os.environ.update(...)``,
         ``os.putenv(K, v)`` with a listed name and an accepted value."""
-        by_name = rules_by(rules, lambda p: p.names)
+        readers = [(rule, p) for rule, p in rules if p.reads]
+        if readers:
+            cls._resolve_reads(readers, surface)
+        by_name = rules_by([(rule, p) for rule, p in rules if not p.reads], lambda p: p.names)
+        if not by_name:
+            return
 
         def hit(key: cst.BaseExpression, value: cst.BaseExpression) -> None:
             name = key.value if isinstance(key, cst.Name) else surface.text(key)
@@ -98,3 +122,38 @@ class EnvPattern:
                         for element in arg.value.elements:
                             if isinstance(element, cst.DictElement):
                                 hit(element.key, element.value)
+
+    @classmethod
+    def _resolve_reads(cls, rules: Sequence[tuple[Any, EnvPattern]], surface: PythonSurface) -> None:
+        """``os.environ.get(K)``, ``os.getenv(K)``, ``os.environ[K]``, ``K in os.environ``."""
+        reads: list[tuple[str, cst.BaseExpression]] = []
+
+        def environ(expr: cst.BaseExpression, scope: Any) -> bool:
+            name = cst.helpers.get_full_name_for_node(expr)
+            return name is not None and "os.environ" in scope.qualified(name.split("."))
+
+        for call, scope in surface.calls:
+            names = surface.callee_names(call, scope)
+            if "os.environ.get" in names or "os.getenv" in names:
+                key = surface.argument(call, 0, "key")
+                if key is not None and (text := surface.text(key)) is not None:
+                    reads.append((text, key))
+        for chain, key, _ in surface.item_loads:
+            text = surface.text(key)
+            if text is not None and "os.environ" in chain.scope.qualified(chain.parts):
+                reads.append((text, key))
+        for comparison, scope in surface.compares:
+            left = comparison.left
+            for target in comparison.comparisons:
+                text = surface.text(left)
+                if (text is not None and surface.operator(target) in ("in", "not in")
+                        and environ(target.comparator, scope)):
+                    reads.append((text, left))
+                left = target.comparator
+        read_names = {name for name, _ in reads}
+        for rule, p in rules:
+            if read_names & set(p.unless):
+                continue  # the file also looks for the alternative
+            for name, node in reads:
+                if name in p.names:
+                    surface.hit(rule, id(node), node, name=name, value="")

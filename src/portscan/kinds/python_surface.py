@@ -23,7 +23,7 @@ P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
 SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings",
-                   "string-siblings"})
+                   "string-siblings", "dict-items", "item-loads"})
 
 
 class PythonSurface(Protocol):
@@ -65,6 +65,10 @@ class PythonSurface(Protocol):
     @property
     def item_stores(self) -> Sequence[tuple[Any, cst.BaseExpression, cst.BaseExpression]]:
         """(container chain, key, value) of ``c[key] = value`` (also ``+=``, ``.append``)."""
+
+    @property
+    def item_loads(self) -> Sequence[tuple[Any, cst.BaseExpression, cst.BaseExpression]]:
+        """(container chain, key, the subscript) of ``c[key]`` reads."""
 
     @property
     def strings(self) -> Sequence[cst.BaseExpression]: ...
@@ -145,6 +149,11 @@ class PythonSurface(Protocol):
     def commands(self, expr: cst.BaseExpression, scope: Any) -> Iterator[tuple[str, cst.BaseExpression]]:
         """Program words of a command value, each with the node to report it at."""
 
+    def forwarded(self, picks: Callable[[cst.Call, Any], cst.BaseExpression | None]
+                  ) -> Iterator[tuple[cst.Call, Any, cst.BaseExpression]]:
+        """(call, scope, argument) of calls of the module's own defs whose parameter is
+        handed on to the argument ``picks`` chooses in a call (a wrapper of ``subprocess.run``)."""
+
     def numbers(self, expr: cst.BaseExpression, scope: Any) -> list[cst.BaseExpression]:
         """The literal nodes a value may come from (locals, ternaries, loop variables)."""
 
@@ -160,11 +169,10 @@ class PythonSurface(Protocol):
         """(requirement, whether an index is named, node) of each ``pip install`` in a
         command value (a shell string, an argv list, ``shlex.split``, a name bound to one)."""
 
-    def extension_calls(self) -> Iterator[tuple[cst.Call, Any]]:
-        """Calls of the extension builders (``CUDAExtension``, ``load``, ``load_inline``)."""
-
-    def build_values(self, call: cst.Call, argument: str, scope: Any) -> Iterator[cst.BaseExpression]:
-        """The strings an extension builder call gets for ``nvcc``/``cxx``/... flags."""
+    def build_values(self, arguments: frozenset[str]
+                     ) -> Iterator[tuple[str, cst.BaseExpression, cst.BaseExpression]]:
+        """(argument, string, node to report it at) of the ``nvcc``/``cxx``/``libraries``/
+        ``extra_link_args`` flags the module gives an extension build, wherever written."""
 
     def literal(self, node: cst.BaseExpression) -> object:
         """The value of a literal expression, or the surface's MISSING marker."""

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from portscan.kinds.python_surface import PythonSurface, rules_by
+from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PROGRAM, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
@@ -62,8 +62,10 @@ class SubprocessPattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         return (f"Running {code_list(self.programs)}: from Python through `subprocess`, "
                 "`os.system`, `os.popen` and friends (argv lists, shell command lines, "
-                "`shlex.split(...)`), in shell scripts and Makefile recipes, and in Dockerfile "
-                "`RUN`/`CMD` lines.")
+                "`shlex.split(...)`, a program written as a path such as "
+                "`os.path.join(CUDA_HOME, \"bin\", \"nvcc\")` or `shutil.which(...)`) or through "
+                "the module's own helpers that pass a command on to them, in shell scripts and "
+                "Makefile recipes, and in Dockerfile `RUN`/`CMD` lines.")
 
     def matches_program(self, program: str) -> bool:
         return program in self.programs
@@ -72,13 +74,27 @@ class SubprocessPattern:
 
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, SubprocessPattern]], surface: PythonSurface) -> None:
-        """Each listed program in the command a process-spawning call gets."""
-        spawns = rules_by(rules, lambda p: p.callees)
-        for call, scope in surface.calls:
-            for callee in surface.callee_names(call, scope):
-                for rule, p in spawns.get(callee, ()):
-                    command = surface.argument(call, 1 if callee.startswith("os.spawn") else 0, "args")
-                    for word, node in surface.commands(command, scope) if command is not None else ():
-                        program = surface.program_name(word)
-                        if program is not None and p.matches_program(program):
-                            surface.hit(rule, id(node), node, program=program)
+        """Each listed program in the command a process-spawning call gets, directly or
+        through the module's own helpers (``surface.forwarded``)."""
+
+        def report(found: Sequence[tuple[Any, SubprocessPattern]], command: Any, scope: Any) -> None:
+            for word, node in surface.commands(command, scope):
+                program = surface.program_name(word)
+                for rule, p in found:
+                    if program is not None and p.matches_program(program):
+                        surface.hit(rule, id(node), node, program=program)
+
+        for callees in dict.fromkeys(p.callees for _, p in rules):
+            found = [(rule, p) for rule, p in rules if p.callees == callees]
+
+            def command_of(call: Any, scope: Any, callees: tuple[str, ...] = callees) -> Any:
+                callee = next((c for c in surface.callee_names(call, scope) if c in callees), None)
+                return None if callee is None else surface.argument(
+                    call, 1 if callee.startswith("os.spawn") else 0, "args")
+
+            for call, scope in surface.calls:
+                command = command_of(call, scope)
+                if command is not None:
+                    report(found, command, scope)
+            for _, scope, command in surface.forwarded(command_of):
+                report(found, command, scope)

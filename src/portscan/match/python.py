@@ -84,6 +84,28 @@ _MESSAGE_CALLS = frozenset({"print", "debug", "info", "warning", "warn", "error"
 _WHEEL_TAG = re.compile(r"(?:^|[^A-Za-z0-9])cu$")
 #: environment lookups whose default is the value when the variable is unset
 _ENV_GETTERS = frozenset({"os.environ.get", "os.getenv"})
+#: Keywords that carry build flags at any call (torch's ``load``, op builders, setup helpers).
+_FLAG_KEYWORDS = {
+    "nvcc": ("extra_cuda_cflags", "nvcc_flags", "nvcc_args", "extra_nvcc_flags", "nvcc_extra_args"),
+    "cxx": ("extra_cflags", "cxx_flags", "cxx_args"),
+    "libraries": ("libraries",),
+    "extra_link_args": ("extra_link_args", "extra_ldflags"),
+}
+#: Defs whose returned lists are build flags, by name (``def nvcc_flags(self)``, ``def cxx_args(self)``).
+_FLAG_DEFS = {
+    "nvcc": re.compile(r"nvcc", re.IGNORECASE),
+    "cxx": re.compile(r"^(?:get_)?cxx_(?:flags|args)$"),
+    "extra_link_args": re.compile(r"ldflags|link_args"),
+}
+#: ``extra_compile_args`` keys: the flags of one compiler
+_COMPILER_KEYS = frozenset({"nvcc", "cxx"})
+_CUDA_EXTENSION = "torch.utils.cpp_extension.CUDAExtension"
+#: setuptools' own extension declarations (``libraries=`` there is linked too)
+_SETUP_EXTENSIONS = frozenset({"setuptools.Extension", "setuptools.extension.Extension",
+                               "distutils.core.Extension", "distutils.extension.Extension"})
+#: keywords that make a call an extension build, whatever its callee
+_BUILD_KEYWORDS = frozenset({"sources", "extra_compile_args", "extra_cuda_cflags", "extra_link_args",
+                             "extra_ldflags"})
 #: Calls that fail on None: numeric and sequence conversions and version parsers.
 _CONVERSIONS = frozenset({"int", "float", "len", "tuple", "list", "sorted", "iter", "parse",
                           "Version", "LooseVersion", "StrictVersion", "parse_version"})
@@ -97,7 +119,7 @@ class Scope:
     for anything else (parameter, assignment, def, class, relative import)."""
 
     __slots__ = ("parent", "is_class", "bindings", "values", "loop_items", "global_names", "first_party",
-                 "imports", "params")
+                 "imports", "functions", "params", "param_order", "returns")
 
     def __init__(self, parent: Scope | None, is_class: bool = False) -> None:
         self.parent = parent
@@ -115,6 +137,12 @@ class Scope:
         self.imports: dict[str, list[cst.Import | cst.ImportFrom]] = {}
         #: parameter name -> (the def, its position among positional parameters or None)
         self.params: dict[str, tuple[cst.FunctionDef | cst.Lambda, int | None]] = {}
+        #: name -> the body scopes of the defs that bind it here (helpers are followed into them)
+        self.functions: dict[str, list[Scope]] = {}
+        #: a def's body scope: its positional parameters in order, and what its ``return``
+        #: statements give
+        self.param_order: list[str] = []
+        self.returns: list[cst.BaseExpression] = []
 
     def bind(self, name: str, qualified: str | None = None, first_party: str | None = None) -> None:
         self.bindings.setdefault(name, []).append(qualified)
@@ -302,7 +330,14 @@ class _Collector(Walker):
         #: f-string placeholders right after ``cu`` (wheel tags): (expression, scope)
         self.wheel_tags: list[tuple[cst.BaseExpression, Scope]] = []
         #: ``name["key"]`` loads: (subscript, name node, key text, scope)
-        self.item_loads: list[tuple[cst.Subscript, cst.Name, str, Scope]] = []
+        self.key_loads: list[tuple[cst.Subscript, cst.Name, str, Scope]] = []
+        #: ``container[key]`` reads on a dotted container (the node itself as the value)
+        self.item_loads: list[ItemStore] = []
+        self._stored: set[int] = set()
+        #: (name, body scope) of every def, in source order
+        self.defs: list[tuple[str, Scope]] = []
+        #: (key text, value, scope) of dict literal items with a string key (``{"nvcc": [...]}``)
+        self.dict_items: list[tuple[str, cst.BaseExpression, Scope]] = []
 
     # -- helpers -----------------------------------------------------------------
 
@@ -401,11 +436,21 @@ class _Collector(Walker):
         if node.returns is not None:
             self._visit(node.returns.annotation)
         self.scope.bind(node.name.value)
-        self._push(node)
+        outer = self.scope
+        body = self._push(node)
+        outer.functions.setdefault(node.name.value, []).append(body)
+        self.defs.append((node.name.value, body))
         self._bind_params(node.params, node)
+        params = node.params
+        body.param_order = [p.name.value for p in (*params.posonly_params, *params.params)]
         self._visit(node.body)
         self._pop()
         return False
+
+    def visit_Return(self, node: cst.Return) -> bool:
+        if node.value is not None:
+            self.scope.returns.append(node.value)
+        return True
 
     def visit_Lambda(self, node: cst.Lambda) -> bool:
         self._visit_param_defaults(node.params)
@@ -509,6 +554,7 @@ class _Collector(Walker):
 
     def _record_item(self, target: cst.BaseExpression, value: cst.BaseExpression) -> None:
         """``os.environ["K"] = v`` and ``args["nvcc"] = [...]`` (also ``+=``, ``.append``)."""
+        self._stored.add(id(target))  # a store, not a load (``item-loads``)
         if "item-stores" not in self.index.sites:
             return
         if (isinstance(target, cst.Subscript) and len(target.slice) == 1
@@ -686,15 +732,31 @@ class _Collector(Walker):
 
     visit_List = visit_Tuple = visit_Set = _visit_collection
 
+    def visit_Dict(self, node: cst.Dict) -> bool:
+        """``{"nvcc": [...]}``: extension build flags are keyed by compiler wherever the dict is."""
+        if "dict-items" in self.index.sites:
+            for element in node.elements:
+                if isinstance(element, cst.DictElement):
+                    key = string_text(element.key)
+                    if key is not None:
+                        self.dict_items.append((key, element.value, self.scope))
+        return True
+
     def visit_Subscript(self, node: cst.Subscript) -> bool:
         self._mark_operand(node.value)
         if isinstance(node.value, cst.Name) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             key = string_text(node.slice[0].slice.value)
             if key is not None:
-                self.item_loads.append((node, node.value, key, self.scope))
+                self.key_loads.append((node, node.value, key, self.scope))
         for element in node.slice:  # options["CUDAExecutionProvider"] looks a key up
             if isinstance(element.slice, cst.Index):
                 self.lookup_keys.add(id(element.slice.value))
+        if ("item-loads" in self.index.sites and id(node) not in self._stored and len(node.slice) == 1
+                and isinstance(node.slice[0].slice, cst.Index)):
+            container = dotted(node.value)
+            if container is not None:  # os.environ["CUDA_HOME"] read
+                self.item_loads.append(ItemStore(_Chain(container[0], container[1], self.scope),
+                                                 node.slice[0].slice.value, node))
         return True
 
     def visit_Arg(self, node: cst.Arg) -> bool:
@@ -814,6 +876,7 @@ class _Resolver:
         self.calls, self.compares = collector.calls, collector.compares
         self.stores, self.named_stores = collector.assigns, collector.named_assigns
         self.item_stores, self.strings = collector.item_assigns, collector.strings
+        self.item_loads = collector.item_loads
         self.lookup_keys, self.string_siblings = collector.lookup_keys, collector.string_siblings
         self.wheel_tags = collector.wheel_tags
         #: id(node reported) -> the local whose check (``if v is not None:``) drops the report
@@ -884,7 +947,7 @@ class _Resolver:
         return [chain for chain in self._uses_by_name.get(name, ()) if chain.scope.lookup(name) is scope]
 
     def item_uses(self, name: str, scope: Scope) -> list[tuple[cst.Subscript, str]]:
-        return [(node, key) for node, base, key, at in self.c.item_loads
+        return [(node, key) for node, base, key, at in self.c.key_loads
                 if base.value == name and at.lookup(name) is scope]
 
     def is_module(self, scope: Scope) -> bool:
@@ -932,14 +995,6 @@ class _Resolver:
 
     def numbers(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
         return _numbers(expr, scope)
-
-    def extension_calls(self) -> Iterator[tuple[cst.Call, Scope]]:
-        for call, scope in self.c.calls:
-            if set(self.callee_names(call, scope)) & EXTENSION_BUILDERS:
-                yield call, scope
-
-    def build_values(self, call: cst.Call, argument: str, scope: Scope) -> Iterator[cst.BaseExpression]:
-        return self._build_values(call, argument, scope)
 
     def requirement_rules(self, text: str, rules: Sequence[Rule], section: str,
                           indexed: bool = False) -> tuple[str, list[Rule]]:
@@ -1006,15 +1061,28 @@ class _Resolver:
                   report: cst.BaseExpression | None = None
                   ) -> Iterator[tuple[str, cst.BaseExpression]]:
         """Program words of a command: a string, an argv list, ``shlex.split(...)``, or a
-        name bound to one of those (then reported at the name, where the call uses it)."""
+        name bound to one of those (then reported at the name, where the call uses it).
+        A program written as a path expression (``[CUDA_HOME + "/bin/nvcc", "-V"]``,
+        ``os.path.join(cuda_home, "bin", "nvcc")``, ``shutil.which("nvidia-smi")``, a local
+        bound to one, ``f'"{nvcc}" -V'``) is read as the path it ends in."""
         text = string_text(expr)
         if text is not None:
             for program in shell_programs(text):
-                yield program, report or expr
+                if program == "\0" and isinstance(expr, cst.FormattedString):
+                    placeholder = next((p for p in expr.parts if isinstance(p, cst.FormattedStringExpression)),
+                                       None)
+                    for path in self._program_paths(placeholder.expression, scope, depth) if placeholder else ():
+                        yield path, report or expr
+                else:
+                    yield program, report or expr
         elif isinstance(expr, (cst.List, cst.Tuple)) and expr.elements:
             first = expr.elements[0]
-            word = string_text(first.value) if isinstance(first, cst.Element) else None
+            if not isinstance(first, cst.Element):
+                return
+            word = string_text(first.value)
             if word is None:
+                for path in self._program_paths(first.value, scope, depth):
+                    yield path, report or first.value
                 return
             rest = [string_text(e.value) if isinstance(e, cst.Element) else None
                     for e in expr.elements[1:3]]
@@ -1026,6 +1094,9 @@ class _Resolver:
             inner = _argument(expr, 0, "s")
             if inner is not None:
                 yield from self._commands(inner, scope, depth + 1, report)
+        elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "join"
+              and string_text(expr.func.value) == " " and len(expr.args) == 1 and depth < 3):
+            yield from self._commands(expr.args[0].value, scope, depth + 1, report)  # " ".join(argv)
         elif isinstance(expr, cst.Name) and depth < 3:
             for (value, unpack), owner in _values(scope, expr.value):
                 if unpack is None:
@@ -1083,6 +1154,60 @@ class _Resolver:
                 if unpack is None:
                     yield from self._choices(value, owner, depth + 1)
 
+    def forwarded(self, picks: Callable[[cst.Call, Scope], cst.BaseExpression | None]
+                  ) -> Iterator[tuple[cst.Call, Scope, cst.BaseExpression]]:
+        """(call, scope, argument) of the calls of the module's own defs that hand the
+        argument on, through a parameter, to what ``picks`` chooses in a call (the command
+        of ``subprocess.run``): ``def sh(cmd): return subprocess.run(cmd, shell=True)``
+        makes ``sh("nvidia-smi -L")`` one; wrappers of wrappers too, two levels deep."""
+        sinks = [(scope, expr) for call, scope in self.c.calls if (expr := picks(call, scope)) is not None]
+        seen: set[int] = set()
+        for _ in range(2):
+            wrappers = dict(p for _, p in ((s, _parameter_of(e, s)) for s, e in sinks) if p is not None)
+            if not wrappers:
+                return
+            sinks = []
+            for call, scope in self.c.calls:
+                for body in self._called_defs(call, scope) if id(call) not in seen else ():
+                    index = wrappers.get(id(body))
+                    if index is None:
+                        continue
+                    name = body.param_order[index]
+                    if isinstance(call.func, cst.Attribute):  # self.run(cmd): self is bound already
+                        index -= 1
+                    argument = _argument(call, index if index >= 0 else None, name)
+                    if argument is not None:
+                        seen.add(id(call))
+                        sinks.append((scope, argument))
+                        yield call, scope, argument
+
+    def _program_paths(self, expr: cst.BaseExpression, scope: Scope, depth: int) -> list[str]:
+        """The path texts an argv word written as an expression ends in: ``a + "/bin/nvcc"``,
+        ``Path(h) / "nvcc"``, ``os.path.join(h, "bin", "nvcc")``, ``shutil.which("nvcc")``,
+        ``str(...)``, or a local bound to one (only the last part is read: the program)."""
+        if depth > 4:
+            return []
+        text = string_text(expr)
+        if text is not None:
+            return [text]
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, (cst.Add, cst.Divide)):
+            return self._program_paths(expr.right, scope, depth + 1)
+        if isinstance(expr, cst.Name):
+            return [path for (value, unpack), owner in _values(scope, expr.value) if unpack is None
+                    for path in self._program_paths(value, owner, depth + 1)]
+        if isinstance(expr, cst.Call):
+            names = set(self.callee_names(expr, scope))
+            builtin = expr.func.value if isinstance(expr.func, cst.Name) and scope.lookup(expr.func.value) is None \
+                else None
+            args = [a.value for a in expr.args if a.keyword is None and not a.star]
+            if not args:
+                return []
+            if names & _PATH_JOINS:
+                return self._program_paths(args[-1], scope, depth + 1)
+            if names & _PROGRAM_LOOKUPS or builtin == "str" or names & _PATH_PASSTHROUGH:
+                return self._program_paths(args[0], scope, depth + 1)
+        return []
+
     def _operand_source(self, expr: cst.BaseExpression, scope: Scope,
                         depth: int) -> tuple[list[str], tuple[str, object] | None] | None:
         """``f()``, ``f()[i]``, ``f().attr``, or a local name bound to one of those; and
@@ -1139,51 +1264,140 @@ class _Resolver:
         """String literals a list-valued expression can hold: list/tuple literals, names
         bound (or ``+=``-ed, ``.append``-ed) in scope, ``a + b``, both arms of ``x if c else y``,
         and the arguments of helper calls such as ``append_nvcc_threads([...])``."""
-        if depth > 4:
+        for node, _ in self._flag_items(expr, scope, depth, None, None, every_import):
+            yield node
+
+    def _flag_items(self, expr: cst.BaseExpression, scope: Scope, depth: int,
+                    report: cst.BaseExpression | None, followed: set[int] | None,
+                    every_import: bool = False) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+        """(string, node to report it at) of what ``_string_items`` reads; with ``followed``
+        (the ids of the defs entered), a call of the module's own function also gives what
+        its ``return`` statements do, reported at the call (where the flags reach the build,
+        and where a vendor branch around the call is seen)."""
+        if depth > 6:
             return
         if string_text(expr) is not None:
-            yield expr
+            yield expr, report or expr
         elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
             for element in expr.elements:
-                yield from self._string_items(element.value, scope, depth + 1, every_import)
+                yield from self._flag_items(element.value, scope, depth + 1, report, followed, every_import)
         elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-            yield from self._string_items(expr.left, scope, depth + 1, every_import)
-            yield from self._string_items(expr.right, scope, depth + 1, every_import)
+            yield from self._flag_items(expr.left, scope, depth + 1, report, followed, every_import)
+            yield from self._flag_items(expr.right, scope, depth + 1, report, followed, every_import)
         elif isinstance(expr, cst.IfExp):
-            yield from self._string_items(expr.body, scope, depth + 1, every_import)
-            yield from self._string_items(expr.orelse, scope, depth + 1, every_import)
+            yield from self._flag_items(expr.body, scope, depth + 1, report, followed, every_import)
+            yield from self._flag_items(expr.orelse, scope, depth + 1, report, followed, every_import)
         elif isinstance(expr, cst.Name):
             for (value, unpack), owner in _values(scope, expr.value, every_import):
                 if unpack is None:
-                    yield from self._string_items(value, owner, depth + 1, every_import)
+                    yield from self._flag_items(value, owner, depth + 1, report, followed, every_import)
         elif isinstance(expr, cst.Call):
             for arg in expr.args:
                 if arg.keyword is None and not arg.star:
-                    yield from self._string_items(arg.value, scope, depth + 1, every_import)
+                    yield from self._flag_items(arg.value, scope, depth + 1, report, followed, every_import)
+            if followed is None:
+                return
+            for body in self._called_defs(expr, scope):
+                followed.add(id(body))
+                for value in body.returns:
+                    yield from self._flag_items(value, body, depth + 1, report or expr, followed)
 
-    def _build_values(self, call: cst.Call, argument: str, scope: Scope
-                      ) -> Iterator[cst.BaseExpression]:
-        keywords = {"nvcc": ("extra_cuda_cflags",), "cxx": ("extra_cflags",),
-                    "libraries": ("libraries",), "extra_link_args": ("extra_link_args",
-                                                                       "extra_ldflags")}[argument]
-        for keyword in keywords:
-            value = _argument(call, None, keyword)
-            if value is not None:
-                yield from self._string_items(value, scope)
-        if argument in ("nvcc", "cxx"):
-            compile_args = _argument(call, None, "extra_compile_args")
-            for mapping in self._dicts(compile_args, scope) if compile_args is not None else ():
-                for element in mapping.elements:
-                    if isinstance(element, cst.DictElement) and string_text(element.key) == argument:
-                        yield from self._string_items(element.value, scope)
-            if isinstance(compile_args, cst.Name):  # args["nvcc"] = [...] / += / .append
-                owner = scope.lookup(compile_args.value)
-                for chain, key, value in self.c.item_assigns:
-                    if (chain.parts == [compile_args.value] and string_text(key) == argument
-                            and chain.scope.lookup(compile_args.value) is owner):
-                        yield from self._string_items(value, chain.scope)
-            if argument == "cxx" and compile_args is not None and not self._dicts(compile_args, scope):
-                yield from self._string_items(compile_args, scope)  # the list form means cxx
+    def _called_defs(self, call: cst.Call, scope: Scope) -> list[Scope]:
+        """The body scopes of the module's own defs a call may run: ``helper(...)`` for a
+        def the name is bound to (and nothing else), ``self.method(...)`` / ``cls.method(...)``
+        for a method of the enclosing class."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            owner = scope.lookup(func.value)
+            if owner is None or any(q is not None for q in owner.bindings[func.value]):
+                return []
+            return owner.functions.get(func.value, [])
+        if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
+                and func.value.value in ("self", "cls")):
+            owner = scope.lookup(func.value.value)  # the method's own scope binds self
+            cls = owner.parent if owner is not None else None
+            if cls is not None and cls.is_class:
+                return cls.functions.get(func.attr.value, [])
+        return []
+
+    def _builders(self, call: cst.Call, scope: Scope) -> set[str]:
+        """What a call's callee stands for, through a local alias too
+        (``Extension = CppExtension if cpu else CUDAExtension``)."""
+        names = set(self.callee_names(call, scope))
+        if not names and isinstance(call.func, cst.Name):
+            stack: list[tuple[cst.BaseExpression, Scope]] = [(call.func, scope)]
+            for _ in range(8):
+                if not stack:
+                    break
+                expr, where = stack.pop()
+                if isinstance(expr, cst.IfExp):
+                    stack += [(expr.body, where), (expr.orelse, where)]
+                    continue
+                chain = dotted(expr)
+                if chain is None:
+                    continue
+                names.update(where.qualified(chain[1]))
+                if isinstance(expr, cst.Name):
+                    stack += [(value, owner) for (value, unpack), owner in _values(where, expr.value)
+                              if unpack is None]
+        return names
+
+    def build_values(self, arguments: frozenset[str]
+                     ) -> Iterator[tuple[str, cst.BaseExpression, cst.BaseExpression]]:
+        """(argument, string, node to report it at) of the flags an extension build gets,
+        wherever they are written: keywords of any call (``extra_cuda_cflags=``,
+        ``nvcc_flags=``, ``extra_link_args=``, ...; ``libraries=`` only in a build call),
+        ``{"nvcc": [...]}`` dicts and ``args["nvcc"] = ...`` stores, a plain
+        ``extra_compile_args`` list of an extension builder (``CUDAExtension`` hands it
+        to nvcc too), and the lists returned by defs named for them (an op builder's
+        ``def nvcc_flags(self)``) that no call in the module was followed into; values are
+        followed through locals, ``+``, ``.append``/``.extend`` and the module's own helpers."""
+        followed: set[int] = set()
+        for call, scope in self.c.calls:
+            keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+            if not keywords:
+                continue
+            builders = self._builders(call, scope)
+            declares = bool(builders & (EXTENSION_BUILDERS | _SETUP_EXTENSIONS))
+            for argument in arguments:
+                for keyword in _FLAG_KEYWORDS[argument]:
+                    value = keywords.get(keyword)
+                    if value is None or (argument == "libraries" and not declares
+                                         and not _BUILD_KEYWORDS & keywords.keys()):
+                        continue
+                    for node, at in self._flag_items(value, scope, 0, None, followed):
+                        yield argument, node, at
+            compile_args = keywords.get("extra_compile_args")
+            if compile_args is not None and declares and not self._dicts(compile_args, scope):
+                # the list form: CUDAExtension gives it to the host compiler and to nvcc alike
+                takers = {"cxx", "nvcc"} if _CUDA_EXTENSION in builders else {"cxx"}
+                for argument in arguments & takers:
+                    for node, at in self._flag_items(compile_args, scope, 0, None, followed):
+                        yield argument, node, at
+        for key, value, scope in self.c.dict_items:
+            if key in arguments and key in _COMPILER_KEYS:
+                for node, at in self._flag_items(value, scope, 0, None, followed):
+                    yield key, node, at
+        for chain, key_node, value in self.c.item_assigns:
+            stored = string_text(key_node)
+            if stored is not None and stored in arguments and stored in _COMPILER_KEYS:
+                for node, at in self._flag_items(value, chain.scope, 0, None, followed):
+                    yield stored, node, at
+        returned: list[tuple[int, str, cst.BaseExpression, cst.BaseExpression]] = []
+        for name, body in self.c.defs:
+            for argument in arguments:
+                pattern = _FLAG_DEFS.get(argument)
+                if pattern is not None and pattern.search(name):
+                    returned += [(id(body), argument, node, at) for value in body.returns
+                                 for node, at in self._flag_items(value, body, 0, None, followed)]
+        if returned:
+            # a def the module calls is reported where a build gets its flags (followed),
+            # or not at all: its flags go somewhere seen that is no build (a direct nvcc
+            # command line, say); only an op builder's method called from elsewhere is left
+            called = {id(body) for call, scope in self.c.calls for body in self._called_defs(call, scope)}
+            for body_id, argument, node, at in returned:
+                if body_id not in called and body_id not in followed:
+                    yield argument, node, at
 
     def _dicts(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.Dict]:
         if isinstance(expr, cst.Dict):
@@ -1261,6 +1475,8 @@ _PATH_JOINS = frozenset({"os.path.join", "posixpath.join", "ntpath.join", "pathl
 #: calls whose value names the same files as their first argument
 _PATH_PASSTHROUGH = frozenset({"glob.glob", "glob.iglob", "sorted", "list", "str", "os.path.abspath",
                                "os.path.realpath", "os.path.normpath", "os.fspath"})
+#: calls that find a program on the ``PATH`` (their argument names it)
+_PROGRAM_LOOKUPS = frozenset({"shutil.which", "distutils.spawn.find_executable"})
 #: ``Path`` methods that keep the files a path names
 _PATH_METHODS = frozenset({"resolve", "absolute", "as_posix", "expanduser"})
 
@@ -1367,6 +1583,25 @@ def _values(scope: Scope, name: str, every_import: bool = False
             and not (every_import and name in owner.first_party)):
         for value in owner.values.get(name, ()):
             yield value, owner
+
+
+def _parameter_of(expr: cst.BaseExpression, scope: Scope) -> tuple[int, int] | None:
+    """(id of the def's body scope, index) when ``expr`` is a parameter of the def it is
+    in, as such or split/joined (``cmd``, ``shlex.split(cmd)``, ``cmd.split()``, ``" ".join(cmd)``)."""
+    if isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute):
+        func, attr = expr.func, expr.func.attr.value
+        shlex_split = attr == "split" and isinstance(func.value, cst.Name) and func.value.value == "shlex"
+        joined = attr == "join" and string_text(func.value) is not None
+        if (shlex_split or joined) and expr.args:
+            expr = expr.args[0].value
+        elif attr == "split":
+            expr = func.value
+    if not isinstance(expr, cst.Name):
+        return None
+    owner = scope.lookup(expr.value)
+    if owner is None or expr.value not in owner.param_order:
+        return None
+    return id(owner), owner.param_order.index(expr.value)
 
 
 def _argument(call: cst.Call, position: int | None, keyword: str | None) -> cst.BaseExpression | None:
