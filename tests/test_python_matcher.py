@@ -622,3 +622,29 @@ def test_the_fast_walker_sees_what_libcst_visits() -> None:
         assert [id(n) for n in fast.seen if not isinstance(n, trivia)] == [id(n) for n in reference.seen], path
         checked += len(fast.seen)
     assert checked > 5000
+
+
+def test_code_under_a_cuda_home_test_is_a_vendor_branch(rules) -> None:
+    """torch's CUDA_HOME is None on ROCm: the branches under `CUDA_HOME is (not) None` are
+    vendor branches, the test itself stays the gate PS404 reports, and neither an and/or
+    chain nor the code after `if CUDA_HOME is None: raise` is lowered."""
+    source = textwrap.dedent('''\
+        import os, subprocess
+        from torch.utils.cpp_extension import CUDA_HOME
+
+        def nvcc_version():
+            if CUDA_HOME is None:
+                return None
+            else:
+                return subprocess.check_output([CUDA_HOME + "/bin/nvcc", "-V"], text=True)
+
+        ok = CUDA_HOME is not None and os.path.isdir(os.path.join(CUDA_HOME, "bin"))
+        if CUDA_HOME is None:
+            raise RuntimeError("install the CUDA toolkit")
+        NVCC = os.path.join(CUDA_HOME, "bin", "nvcc")
+        ''')
+    found = [(f.span.line, f.rule, f.severity.value, f.guard) for f in scan_source(source, "setup.py", rules)
+             if f.rule in ("PS404", "PS407")]
+    assert found == [(5, "PS404", "error", None), (8, "PS404", "info", "vendor-branch"),
+                     (8, "PS407", "info", "vendor-branch"), (10, "PS404", "error", None),
+                     (10, "PS404", "error", None), (11, "PS404", "error", None), (13, "PS404", "error", None)]

@@ -84,6 +84,30 @@ def is_vendor_check(expr: cst.CSTNode) -> bool:
     return False
 
 
+#: names that hold the CUDA toolkit's location: None (or unset) wherever there is no CUDA
+_TOOLKIT_NAMES = frozenset({"CUDA_HOME", "CUDA_PATH"})
+
+
+def is_toolkit_check(expr: cst.CSTNode) -> bool:
+    """Does this condition test where the CUDA toolkit is (``CUDA_HOME is not None``)?
+    torch's ``CUDA_HOME`` is None on ROCm builds, so the branches under such a test are
+    vendor branches; the test itself stays what it is (a gate that skips the GPU build on
+    ROCm), and unlike a vendor check it makes neither an ``and``/``or`` chain vendor-aware
+    nor the code after ``if CUDA_HOME is None: raise ...`` (that gate stops the ROCm build;
+    what follows is what a port has to change once it is lifted)."""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            chain = dotted(node)
+            if chain is not None and chain[1][-1] in _TOOLKIT_NAMES:
+                return True
+            if chain is not None:
+                continue
+        stack.extend(children(node))
+    return False
+
+
 def handler_falls_back(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
     """A handler that catches a plausible failure and does something other than re-raise."""
     if handler.type is not None:

@@ -42,6 +42,7 @@ from portscan.match.guards import (
     handler_bindings,
     handler_falls_back,
     is_type_checking,
+    is_toolkit_check,
     is_vendor_check,
 )
 from portscan.match.locate import locate
@@ -825,7 +826,7 @@ class _Collector(Walker):
         if isinstance(node, (cst.If, cst.IfExp)):
             if isinstance(node, cst.If) and is_type_checking(node.test):
                 self.regions.append(Region(node.body, TYPE_CHECKING))
-            elif is_vendor_check(node.test):
+            elif is_vendor_check(node.test) or is_toolkit_check(node.test):
                 branches = (node.body, node.orelse)
                 self.regions.extend(Region(b, VENDOR_BRANCH) for b in branches if b is not None)
         return True
