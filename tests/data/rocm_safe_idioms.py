@@ -281,3 +281,16 @@ def log_capability() -> None:
 
 OPTIMIZER_HELP = "apex.optimizers is optional: install ROCm/apex or use torch.optim"
 APEX_LOADED = "apex.optimizers" in __import__("sys").modules
+
+
+def state_dict_digest(state: dict) -> str:
+    """FP8 dtypes only recognised (compared), never chosen: nothing FP8 runs here."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for tensor in state.values():
+        tensor = tensor.cpu()
+        if tensor.dtype in (torch.bfloat16, torch.float8_e4m3fn, torch.float8_e5m2):
+            tensor = tensor.to(torch.float32)
+        h.update(tensor.numpy().tobytes())
+    return h.hexdigest()

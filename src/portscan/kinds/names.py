@@ -16,7 +16,7 @@ from portscan.ruleset.table import PatternError, TableReader
 #: a carried value is followed through at most this many locals (``A = name; B = A``)
 _HOPS = 3
 
-USAGES = ("any", "truth", "operand", "tag", "other")
+USAGES = ("any", "truth", "operand", "tag", "other", "value")
 
 USAGE_TEXT = {
     "truth": "only where its truth value is used (`if x`, `x is None`, `x == \"...\"`, `bool(x)`)",
@@ -24,6 +24,8 @@ USAGE_TEXT = {
                "`x >= \"11.8\"`, `int(x)`, `version.parse(x)`, `x + y`, iteration)",
     "tag": "only where an f-string writes it right after `cu` (a wheel tag or index URL: `f\"+cu{x}\"`)",
     "other": "only where it is passed, formatted, printed, assigned or returned",
+    "value": "only where its value is used (operated on, passed, assigned, returned), not where it is only "
+             "tested or compared (`dtype == x`, `dtype in (x, y)`)",
     "any": "",
 }
 
@@ -40,7 +42,8 @@ class NamePattern:
     names: tuple[str, ...]
     #: ``truth``: only its truth value is used (``if x``, ``x is None``, ``x == "12.1"``);
     #: ``operand``: operated on, which raises on None (``x.split()``, ``x[0]``, ``x >= "11"``,
-    #: ``int(x)``, ``x + y``, iteration); ``other``: passed, formatted, assigned, returned.
+    #: ``int(x)``, ``x + y``, iteration); ``other``: passed, formatted, assigned, returned;
+    #: ``value``: anything but ``truth`` (an FP8 dtype only compared selects nothing).
     usage: str = "any"
     #: also the uses of the locals the value travels to within the module: ``V = name``,
     #: ``V = os.environ.get("X", name)``, ``D = {"k": name}`` (then ``D["k"]``), a
@@ -67,7 +70,9 @@ class NamePattern:
                 + (f", {usage}." if usage else "."))
 
     def accepts_usage(self, usage: str) -> bool:
-        """``usage`` is how a use treats the value: ``truth``, ``operand`` or ``other``."""
+        """``usage`` is how a use treats the value: ``truth``, ``operand``, ``tag`` or ``other``."""
+        if self.usage == "value":
+            return usage != "truth"
         return self.usage in ("any", usage)
 
     # -- the Python surface (see portscan.kinds.python_surface) ---------------------------

@@ -776,6 +776,10 @@ class _Collector(Walker):
             elif op in ("in", "not in"):
                 self._mark_test(left)
                 self._mark_operand(right)
+                if isinstance(right, (cst.List, cst.Tuple, cst.Set)):  # x in (a, b): a and b only compared
+                    for element in right.elements:
+                        if isinstance(element, cst.Element):
+                            self._mark_test(element.value)
             else:
                 self._mark_operand(left)
                 self._mark_operand(right)
