@@ -116,6 +116,10 @@ def test_dotted_strings_are_lazy_imports_and_prose_is_not(rules) -> None:
         "import logging\n"
         "logging.getLogger('vllm.config').setLevel(logging.WARN)\n"  # a logger name, not an import
         "RUNNER = ['python', '-m', 'vllm.entrypoints.openai.api_server']\n"
+        "CUTE = {'float32': 'cutlass.Float32'}\n"  # a name one level down: generated code
+        "def plan(op: 'cutlass_library.gemm_op.GemmOperation') -> 'cutlass_library.library.DataType':\n"
+        "    best: 'cutlass_library.gemm_op.GemmOperation' = op\n"  # type hints, not imports
+        "    return best\n"
     )
     assert _loud(source, rules) == [(2, "PS203"), (3, "PS201")]
 

@@ -17,8 +17,9 @@ from portscan.kinds.common import PYTHON, code_list, is_at_or_below
 from portscan.ruleset.prefilter import Fragment, Token, import_anchor, segment_sets
 from portscan.ruleset.table import PatternError, TableReader
 
-#: a full dotted path, ``pkg.mod.Class``: at least one dot, identifiers only
-_DOTTED_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
+#: a full dotted path, ``pkg.mod.Class``: a module below the package and a name in it
+#: (``"cutlass.Float32"``, a name one level down, is as often a code-generation string)
+_DOTTED_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 #: calls whose first argument names a module to import
 _IMPORTERS = ("importlib.import_module", "__import__")

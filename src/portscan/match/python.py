@@ -395,12 +395,18 @@ class _Collector(Walker):
             if isinstance(star, cst.Param):
                 self.scope.bind(star.name.value)
 
+    def _visit_annotation(self, annotation: cst.BaseExpression) -> None:
+        """A type hint written as a string (``op: "cutlass_library.gemm_op.GemmOperation"``)
+        names a type for checkers; it is no string site (no lazy import, no value)."""
+        if not isinstance(annotation, (cst.SimpleString, cst.ConcatenatedString)):
+            self._visit(annotation)
+
     def _visit_param_defaults(self, params: cst.Parameters) -> None:
         for param in (*params.posonly_params, *params.params, *params.kwonly_params,
                       params.star_arg, params.star_kwarg):
             if isinstance(param, cst.Param):
                 if param.annotation is not None:
-                    self._visit(param.annotation.annotation)
+                    self._visit_annotation(param.annotation.annotation)
                 self._visit(param.default)
 
     def _mark_operand(self, expr: cst.BaseExpression) -> None:
@@ -435,7 +441,7 @@ class _Collector(Walker):
             self._visit(decorator.decorator)
         self._visit_param_defaults(node.params)
         if node.returns is not None:
-            self._visit(node.returns.annotation)
+            self._visit_annotation(node.returns.annotation)
         self.scope.bind(node.name.value)
         outer = self.scope
         body = self._push(node)
@@ -520,7 +526,7 @@ class _Collector(Walker):
         return False
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
-        self._visit(node.annotation.annotation)
+        self._visit_annotation(node.annotation.annotation)
         self._visit(node.value)
         self._store(node.target, node.value)
         return False
