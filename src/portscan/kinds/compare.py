@@ -32,6 +32,9 @@ class ComparePattern:
     attributes: tuple[str, ...] = ()  #: operand must be ``call().attr`` with one of these
     operators: tuple[str, ...] = ()  #: empty: any operator
     values: tuple[Literal, ...] = ()  #: empty: any other operand
+    #: other operands that are no match (texts in any case): ``"nvidia" in name`` asks for
+    #: the vendor, not for a model
+    not_values: tuple[Literal, ...] = ()
     #: for indexed operands (``f()[i]``, or ``a, b = f()``): the indices that count;
     #: empty: any. The whole value (``f() >= (9, 0)``) always counts.
     indices: tuple[int, ...] = ()
@@ -62,6 +65,7 @@ class ComparePattern:
             attributes=attributes,
             operators=operators,
             values=r.literals("values"),
+            not_values=r.literals("not_values"),
             indices=tuple(int(i) for i in indices),  # type: ignore[arg-type]
         )
 
@@ -83,6 +87,8 @@ class ComparePattern:
             text += f", with {code_list(self.operators)}"
         if self.values:
             text += f", against {code_list(map(repr, self.values))}"
+        if self.not_values:
+            text += f", not against {code_list(map(repr, self.not_values))} (in any case)"
         return text + "."
 
     def matched_callee(self, names: list[str], accessor: tuple[str, object] | None, op: str,
@@ -112,6 +118,11 @@ class ComparePattern:
                 if not any(literal_in(item, self.values) for item in value):
                     return None
             elif not literal_in(value, self.values):
+                return None
+        if self.not_values and value is not MISSING:
+            items = value if op in ("in", "not in") and isinstance(value, tuple) else (value,)
+            excluded = [_folded(v) for v in self.not_values]
+            if all(_folded(item) in excluded for item in items):
                 return None
         return name
 
@@ -209,3 +220,8 @@ def _passed_values(surface: PythonSurface, other: Any, scope: Any) -> list[tuple
         if all(v is not MISSING for v in values):
             found.append((call, values[0] if isinstance(other, cst.Name) else tuple(values)))
     return found
+
+
+def _folded(value: object) -> object:
+    """A text in one case, to compare it in any; other literals as they are."""
+    return value.casefold() if isinstance(value, str) else value
