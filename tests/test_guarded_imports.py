@@ -223,3 +223,28 @@ def test_equivalents_are_for_import_rules_and_dotted_names() -> None:
         parse_rule({**base, "match": {"kind": "name", "names": ["a.b"]}, "equivalents": ["torch.nn.LayerNorm"]}, "t")
     with pytest.raises(RuleFileError, match="dotted"):
         parse_rule({**base, "match": {"kind": "import", "modules": ["apex"]}, "equivalents": ["not a name"]}, "t")
+
+
+def test_a_guarded_star_import_lists_the_free_names_it_binds(rules) -> None:
+    """`from pynvml import *` in a try: the names the module uses but never binds
+    (`nvmlInit()`) come from it and are listed as its uses; builtins and names the
+    module binds are not; with two star imports nothing says which one binds a name."""
+    source = textwrap.dedent('''\
+        import time
+        try:
+            from pynvml import *
+        except ImportError:
+            pass
+
+        def gpu_names(count):
+            nvmlInit()
+            handle = nvmlDeviceGetHandleByIndex(0)
+            print(len(str(handle)), time.time(), count)
+            return nvmlDeviceGetName(handle)
+        ''')
+    (finding,) = [f for f in scan_source(source, "solver.py", rules) if f.rule == "PS602"]
+    assert (finding.span.line, finding.severity.value, finding.guard) == (3, "warning", "fallback")
+    assert [u[0] for u in finding.uses] == [8, 9, 11]
+    two = source.replace("import time\n", "import time\nfrom os.path import *\n")
+    (finding,) = [f for f in scan_source(two, "solver.py", rules) if f.rule == "PS602"]
+    assert finding.uses == ()

@@ -96,6 +96,8 @@ class ImportPattern:
                     continue
                 if site.local is None:  # from x import *
                     surface.hit(rule, (id(site.statement), site.full), site.module_node, module=site.full)
+                    if p.uses:  # its free names are its uses (when it is the module's one star import)
+                        surface.want_uses(rule, site.statement, "*", site.scope)
                     continue
                 if site.module_node is not None and p.covers(site.module):
                     surface.hit(rule, (id(site.statement), site.full), site.module_node, module=site.module)

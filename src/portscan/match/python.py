@@ -19,6 +19,7 @@ resolve to third-party names, star imports are not resolved.
 
 from __future__ import annotations
 
+import builtins
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -326,6 +327,8 @@ class _Collector(Walker):
         self.imported: list[ImportedName] = []
         self.use_imports: list[UsedImport] = []
         self.name_checks: list[NameCheck] = []
+        #: ``from m import *`` statements: with exactly one, a free name comes from it
+        self.star_imports = 0
         #: ids of comparisons and names inside a message (print/log arguments, f-string
         #: placeholders), and how deep the walk is inside one
         self.in_message: set[int] = set()
@@ -625,6 +628,7 @@ class _Collector(Walker):
         own = not relative and module != "__future__" and self._is_first_party(module)
         local = relative or module == "__future__" or own
         if isinstance(node.names, cst.ImportStar):
+            self.star_imports += 1
             if not local and "imports" in self.index.sites:
                 self.imported.append(ImportedName(node, module, None, module, node.module, None, self.scope))
             return False
@@ -2028,6 +2032,13 @@ def _vendor_only_helpers(helpers: list[tuple[cst.CSTNode, list[cst.Name]]],
     return found
 
 
+#: the local a star import binds, for :meth:`_Resolver.want_uses`
+STAR = "*"
+#: names every module has without binding them
+_BUILTINS = frozenset(dir(builtins)) | {"__file__", "__name__", "__doc__", "__spec__", "__path__",
+                                         "__package__", "__loader__", "__builtins__", "__annotations__"}
+
+
 def _use_candidates(collector: _Collector
                     ) -> list[tuple[Rule, cst.CSTNode, cst.BaseExpression, dict[str, str]]]:
     """Attribute uses (``pynvml.nvmlInit``) of names bound by imports whose rule asks
@@ -2038,7 +2049,15 @@ def _use_candidates(collector: _Collector
     for rule, statement, local, scope in collector.use_imports:
         wanted.setdefault(local, []).append((rule, statement, scope))
     found = []
+    star = wanted.get(STAR, []) if collector.star_imports == 1 else []
     for chain in collector.chains:
+        if star and chain.parts[0] not in _BUILTINS and chain.scope.lookup(chain.parts[0]) is None:
+            for rule, statement, _ in star:  # `nvmlInit()` after `from pynvml import *`
+                module = statement.module if isinstance(statement, cst.ImportFrom) else None
+                source = (cst.helpers.get_full_name_for_node(module) or "") if module is not None else ""
+                found.append((rule, statement, chain.nodes[-1],
+                              {"local": chain.parts[0], "module": ".".join([source, *chain.parts])}))
+            continue
         if len(chain.parts) < 2 or chain.parts[0] not in wanted:
             continue
         owner = chain.scope.lookup(chain.parts[0])
