@@ -648,3 +648,30 @@ def test_code_under_a_cuda_home_test_is_a_vendor_branch(rules) -> None:
     assert found == [(5, "PS404", "error", None), (8, "PS404", "info", "vendor-branch"),
                      (8, "PS407", "info", "vendor-branch"), (10, "PS404", "error", None),
                      (10, "PS404", "error", None), (11, "PS404", "error", None), (13, "PS404", "error", None)]
+
+
+def test_a_table_of_device_names_over_one_local_is_one_finding_with_its_uses(rules) -> None:
+    """Each `elif "a100" in chip:` of a peak-FLOPs table is the same problem: one PS504
+    finding at the first test, the others listed in `uses`; a test of another local or of
+    the call itself stays a finding of its own."""
+    source = textwrap.dedent('''\
+        import torch
+
+        def peak_flops(device):
+            chip = torch.cuda.get_device_name(device).lower()
+            if "h100" in chip:
+                return 989e12
+            elif "a100" in chip:
+                return 312e12
+            elif "v100" in chip.lower():
+                return 125e12
+            other = torch.cuda.get_device_name(1)
+            if "t4" in other:
+                return 65e12
+            if torch.cuda.get_device_name() == "NVIDIA L4":
+                return 121e12
+            return None
+        ''')
+    found = [(f.span.line, [u[0] for u in f.uses]) for f in scan_source(source, "mfu.py", rules)
+             if f.rule == "PS504"]
+    assert found == [(5, [7, 9]), (12, []), (14, [])]

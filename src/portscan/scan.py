@@ -171,8 +171,12 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
       finding instead of being a finding of its own;
     - the other uses of one import that the same rule reports at the same severity are
       one finding, at the first, with the rest in ``uses``, where an import rule reports
-      the import (the module is CUDA-only). A use with a fix marker stays a finding of its
-      own: ``portscan fix`` rewrites it there, and the marker says so.
+      the import (the module is CUDA-only);
+    - a rule's findings on one subject (the local an ``if``/``elif`` table of device names
+      compares) are one finding, at the first, with the rest in ``uses``.
+
+    A finding with a fix marker stays one of its own: ``portscan fix`` rewrites it there,
+    and the marker says so.
     """
     imports: dict[int, list[tuple[Match, Finding]]] = {}
     for match, finding in pairs:
@@ -184,7 +188,7 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
                                                       for other, _ in found))
     kept_imports = {binding: [f for _, f in found if id(f) not in dropped] for binding, found in imports.items()}
     extra: dict[int, list[tuple[int, int]]] = {}  # id(finding) -> its uses
-    anchors: dict[tuple[str, int, Severity, str | None], Finding] = {}
+    anchors: dict[tuple[object, ...], Finding] = {}
     out: list[Finding] = []
     for match, finding in sorted(pairs, key=lambda pair: pair[1].sort_key()):
         if id(finding) in dropped:
@@ -195,8 +199,12 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
             owner = next((f for f in owners if f.rule == finding.rule), owners[0])
             extra.setdefault(id(owner), []).append(place)
             continue
+        key: tuple[object, ...] | None = None
         if owners and match.binding is not None and match.rule.pattern.kind != "import" and finding.fix is None:
             key = (finding.rule, match.binding, finding.severity, finding.guard)
+        elif match.subject is not None and finding.fix is None:
+            key = (finding.rule, "subject", match.subject, finding.severity, finding.guard)
+        if key is not None:
             if key in anchors:
                 extra.setdefault(id(anchors[key]), []).append(place)
                 continue

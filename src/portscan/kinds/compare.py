@@ -160,7 +160,8 @@ class ComparePattern:
                         if p.gates:
                             _report_gates(surface, rule, flags, name, surface.snippet(other))
                         else:
-                            surface.hit(rule, id(comparison), comparison, name=name, value=surface.snippet(other))
+                            surface.hit(rule, id(comparison), comparison, subject=_subject(operand, scope),
+                                        name=name, value=surface.snippet(other))
                     if value is MISSING:  # cap < (major, minor) in a helper: its callers decide
                         for call, passed in _passed_values(surface, other, scope):
                             for rule, p in rules:
@@ -168,6 +169,18 @@ class ComparePattern:
                                 if name is not None and not p.gates:
                                     surface.hit(rule, id(call), call, name=name, value=repr(passed))
                 left = right
+
+
+def _subject(operand: cst.BaseExpression, scope: Any) -> object:
+    """The local a comparison tests (``chip`` in ``"a100" in chip``), as (its scope, its
+    name): an ``if``/``elif`` table over one value is one finding with its uses."""
+    while (isinstance(operand, cst.Call) and isinstance(operand.func, cst.Attribute)
+           and not operand.args):  # chip.lower()
+        operand = operand.func.value
+    if not isinstance(operand, cst.Name):
+        return None
+    owner = scope.lookup(operand.value)
+    return (id(owner), operand.value) if owner is not None else None
 
 
 def _sm_view(major: tuple[str, object] | None, value: object) -> tuple[tuple[str, object] | None, object]:

@@ -86,8 +86,10 @@ class PythonSurface(Protocol):
         """id(string) -> the string values of the list/tuple/set literal holding it (with the
         ``string-siblings`` site)."""
 
-    def hit(self, rule: Any, site: object, node: cst.BaseExpression, **variables: str) -> None:
-        """Report ``rule`` at ``node``; one report per rule and ``site``."""
+    def hit(self, rule: Any, site: object, node: cst.BaseExpression, subject: object = None,
+            **variables: str) -> None:
+        """Report ``rule`` at ``node``; one report per rule and ``site``. Reports of one
+        rule with the same ``subject`` (hashable) become one finding with its uses."""
 
     def want_uses(self, rule: Any, statement: cst.CSTNode, local: str, scope: Any) -> None:
         """Report the attribute uses of the name an import binds (``uses = true``)."""

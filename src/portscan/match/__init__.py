@@ -33,6 +33,10 @@ class Match:
     #: an attribute use a ``uses = true`` rule asks for, or a name that a ``try``'s
     #: handler binds to a fallback as well
     folded: bool = False
+    #: what the finding is about beyond its place, where one rule reports it again and
+    #: again (the local a device-name table compares: ``chip``); one finding per rule and
+    #: subject, the rest listed in ``uses`` (see :func:`portscan.scan.collapse`)
+    subject: object = field(default=None, compare=False)
 
 
 _WHITESPACE = re.compile(r"\s+")

@@ -898,6 +898,8 @@ class _Resolver:
         self.wheel_tags = collector.wheel_tags
         #: id(node reported) -> the local whose check (``if v is not None:``) drops the report
         self.unless_checked: dict[int, str] = {}
+        #: id(node reported) -> its subject (see :meth:`hit`)
+        self.subjects: dict[int, object] = {}
 
     def run(self) -> None:
         for kind, rules in self.c.index.kinds:
@@ -905,8 +907,11 @@ class _Resolver:
 
     # -- reports ----------------------------------------------------------------
 
-    def hit(self, rule: Rule, site: object, node: cst.BaseExpression, **variables: str) -> None:
+    def hit(self, rule: Rule, site: object, node: cst.BaseExpression, subject: object = None,
+            **variables: str) -> None:
         self.hits.append((rule, site, node, variables))
+        if subject is not None:
+            self.subjects[id(node)] = subject
 
     def want_uses(self, rule: Rule, statement: cst.CSTNode, local: str, scope: Scope) -> None:
         self.c.use_imports.append(UsedImport(rule, statement, local, scope))
@@ -1865,7 +1870,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             if statement is not None and tries.rebinds(statement, bindings.first_name(node)):
                 folded = True  # `FusedAdam(...)` where the handler binds FusedAdam as well
         binding = offsets[id(statement)][0] if statement is not None else None
-        matches.append(Match(rule, start, end, variables, guard, node, binding=binding, folded=folded))
+        matches.append(Match(rule, start, end, variables, guard, node, binding=binding, folded=folded,
+                             subject=resolver.subjects.get(id(node))))
     for i, m in enumerate(matches):  # a folded use without a guard of its own takes its import's
         if m.folded and m.guard is None:
             statement = bindings.use_statement(m.node)
