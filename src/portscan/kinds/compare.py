@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import libcst as cst
 
-from portscan.kinds.python_surface import PythonSurface
+from portscan.kinds.python_surface import PythonSurface, same_text
 from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import MISSING, Literal, PatternError, TableReader, literal_in
@@ -174,9 +174,7 @@ class ComparePattern:
 def _subject(operand: cst.BaseExpression, scope: Any) -> object:
     """The local a comparison tests (``chip`` in ``"a100" in chip``), as (its scope, its
     name): an ``if``/``elif`` table over one value is one finding with its uses."""
-    while (isinstance(operand, cst.Call) and isinstance(operand.func, cst.Attribute)
-           and not operand.args):  # chip.lower()
-        operand = operand.func.value
+    operand = same_text(operand)  # chip.lower()
     if not isinstance(operand, cst.Name):
         return None
     owner = scope.lookup(operand.value)

@@ -199,3 +199,16 @@ def rules_by(rules: Sequence[tuple[Any, P]], keys: Callable[[P], Iterable[str]])
         for key in keys(p):
             filed.setdefault(key, []).append((rule, p))
     return filed
+
+
+#: str methods that keep what a text says (``get_device_name().lower()``)
+_TEXT_CASE = frozenset({"lower", "upper", "casefold", "strip", "lstrip", "rstrip"})
+
+
+def same_text(expr: cst.BaseExpression) -> cst.BaseExpression:
+    """The text ``expr`` is with its case or padding changed (``name.strip().lower()`` is
+    ``name``): one answer for where a compared value comes from and what it is about."""
+    while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+           and expr.func.attr.value in _TEXT_CASE and not expr.args):
+        expr = expr.func.value
+    return expr

@@ -58,6 +58,7 @@ from portscan.match.syntax import (
     source_snippet,
     string_text,
 )
+from portscan.kinds.python_surface import same_text
 from portscan.kinds.sites import ArgumentSite
 from portscan.match.commands import Command, Word, commands as shell_commands, pip_arguments
 from portscan.match.common import parse_requirement, requirement_rules
@@ -108,8 +109,6 @@ _SETUP_EXTENSIONS = frozenset({"setuptools.Extension", "setuptools.extension.Ext
 #: keywords that make a call an extension build, whatever its callee
 _BUILD_KEYWORDS = frozenset({"sources", "extra_compile_args", "extra_cuda_cflags", "extra_link_args",
                              "extra_ldflags"})
-#: str methods that keep what a text says (``get_device_name().lower()``)
-_TEXT_CASE = frozenset({"lower", "upper", "casefold", "strip", "lstrip", "rstrip"})
 #: Calls that fail on None: numeric and sequence conversions and version parsers.
 _CONVERSIONS = frozenset({"int", "float", "len", "tuple", "list", "sorted", "iter", "parse",
                           "Version", "LooseVersion", "StrictVersion", "parse_version"})
@@ -1236,9 +1235,7 @@ class _Resolver:
         ``major * 10 + minor`` of those, an SM number: ``("sm", the major's accessor)``.
         A text's case or padding changed (``name.lower()``) is still that text."""
         accessor: tuple[str, object] | None = None
-        while (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
-               and expr.func.attr.value in _TEXT_CASE and not expr.args):
-            expr = expr.func.value
+        expr = same_text(expr)
         if isinstance(expr, cst.IfExp):  # f() if torch.cuda.is_available() else (0, 0)
             return (self._operand_source(expr.body, scope, depth)
                     or self._operand_source(expr.orelse, scope, depth))
