@@ -4,6 +4,7 @@ bundled repositories (fixed, rescanned, compiled, and trained on CPU)."""
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import importlib.util
 import os
@@ -11,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import libcst as cst
@@ -23,6 +25,7 @@ from portscan.fix.apply import fix_paths, write_atomic, FileChangedError
 from portscan.fix.engine import fix_source
 from portscan.fix.rewrite import Edit
 from portscan.match import fixsites
+from portscan.model import ScanResult
 from portscan.scan import scan_paths, scan_source
 
 from conftest import FIXTURE, REPO, SMOKE_TRAINING
@@ -44,11 +47,26 @@ def copy(tree: Path, tmp_path: Path) -> Path:
     return target
 
 
-def run_training(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def start_training(root: Path, *args: str, script: str = "train.py") -> subprocess.Popen[str]:
+    """``python train.py ARGS`` in ``root`` on the CPU, started: independent runs of one
+    test overlap (each is mostly torch's import)."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["CUDA_VISIBLE_DEVICES"] = ""
-    return subprocess.run([sys.executable, "train.py", *args], cwd=root, capture_output=True, text=True,
-                          timeout=300, env=env, check=False)
+    return subprocess.Popen([sys.executable, script, *args], cwd=root, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def finished(process: subprocess.Popen[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        out, err = process.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+def run_training(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return finished(start_training(root, *args))
 
 
 # ----------------------------------------------------------------------------- the proof
@@ -63,10 +81,11 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
 def test_the_fixture_trains_on_cpu_only_after_the_fixes(tmp_path: Path) -> None:
     """The README's claim: after `portscan fix --unsafe-fixes`, SMOKE_TRAINING trains."""
     repo = copy(FIXTURE, tmp_path)
-    unfixed = run_training(repo, *SMOKE_TRAINING)
-    assert unfixed.returncode != 0 and "No module named 'apex'" in unfixed.stderr
+    running = start_training(copy(FIXTURE, tmp_path / "unfixed"), *SMOKE_TRAINING)  # while `repo` is fixed
     assert main(["fix", "--unsafe-fixes", str(repo)]) == 1  # findings remain to port by hand
     trained = run_training(repo, *SMOKE_TRAINING)
+    unfixed = finished(running)
+    assert unfixed.returncode != 0 and "No module named 'apex'" in unfixed.stderr
     assert trained.returncode == 0, trained.stderr
     assert "stopped after 2 steps" in trained.stdout
 
@@ -141,10 +160,8 @@ def test_auto_fixed_mnist_trains_like_the_hand_port(tmp_path: Path) -> None:
     run = fix_paths([repo], _rules(), unsafe=True)
     assert sorted(a.rule for f in run.files for a in f.applied) == ["PS209", "PS216", "PS218"]
     assert run.after.findings == ()
-    fixed = run_training(repo, "--steps", "30")
-    ported = subprocess.run([sys.executable, str(MNIST_PORTED / "train.py"), "--steps", "30"],
-                            capture_output=True, text=True, timeout=300, check=False,
-                            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""})
+    running = [start_training(repo, "--steps", "30"), start_training(MNIST_PORTED, "--steps", "30")]
+    fixed, ported = (finished(p) for p in running)
     assert fixed.returncode == 0 and ported.returncode == 0, fixed.stderr
     losses = [float(line.split()[-1]) for line in fixed.stdout.splitlines() if line.startswith("step")]
     assert len(losses) == 3 and losses[-1] < losses[0]
@@ -355,14 +372,20 @@ def test_not_fixed_lines_are_those_of_the_input(rules) -> None:
     assert [(n.rule, n.line) for n in result.not_fixed] == [("PS401", 4)]
 
 
+@pytest.fixture(scope="module")
+def fixture_scans(rules) -> Callable[[str], ScanResult]:
+    """The scan of ``fixtures/NAME``, made once for the module (the fixtures do not change)."""
+    return functools.cache(lambda name: scan_paths([REPO / "fixtures" / name], rules))
+
+
 @pytest.mark.parametrize("fixture", sorted(p.name for p in (REPO / "fixtures").iterdir() if p.is_dir()))
 @pytest.mark.parametrize("unsafe", [False, True], ids=["safe", "unsafe"])
-def test_fix_markers_equal_what_fix_applies(tmp_path: Path, rules, fixture: str, unsafe: bool) -> None:
+def test_fix_markers_equal_what_fix_applies(tmp_path: Path, rules, fixture_scans, fixture: str, unsafe: bool) -> None:
     """On every fixture, the findings a scan marks fixable (file, rule and line) are
     exactly those ``portscan fix`` (``--unsafe-fixes``) applies."""
     root = REPO / "fixtures" / fixture
     tiers = {"safe", "unsafe"} if unsafe else {"safe"}
-    marked = Counter((f.path, f.rule, f.span.line) for f in scan_paths([root], rules).findings if f.fix in tiers)
+    marked = Counter((f.path, f.rule, f.span.line) for f in fixture_scans(fixture).findings if f.fix in tiers)
     run = fix_paths([copy(root, tmp_path)], rules, unsafe=unsafe, write=False)
     applied = Counter((f.path, a.rule, a.line) for f in run.files for a in f.applied)
     assert applied == marked

@@ -11,8 +11,10 @@ hints) and the reporters' text helpers but not the fixer, and only the CLI impor
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+import functools
+from collections.abc import Mapping, Set
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -60,10 +62,12 @@ def imports_of(path: Path, modules: frozenset[str]) -> set[str]:
     return {name for name in found if name in modules}
 
 
-def import_graph() -> dict[str, set[str]]:
+@functools.cache
+def import_graph() -> Mapping[str, frozenset[str]]:
+    """Module -> the portscan modules it imports (read once: the sources do not change)."""
     paths = sorted((SRC / "portscan").rglob("*.py"))
     modules = frozenset(module_name(p) for p in paths)
-    return {module_name(p): imports_of(p, modules) - {module_name(p)} for p in paths}
+    return MappingProxyType({module_name(p): frozenset(imports_of(p, modules) - {module_name(p)}) for p in paths})
 
 
 def layer(module: str) -> int | None:
@@ -73,7 +77,7 @@ def layer(module: str) -> int | None:
     return LAYERS[best]
 
 
-def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
+def upward_imports(graph: Mapping[str, Set[str]]) -> list[str]:
     """Every import that reaches a higher layer, or into or out of ``verify`` wrongly."""
     problems = []
     for module, targets in sorted(graph.items()):
@@ -89,7 +93,7 @@ def upward_imports(graph: Mapping[str, set[str]]) -> list[str]:
     return problems
 
 
-def circles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+def circles(graph: Mapping[str, Set[str]]) -> list[list[str]]:
     """Strongly connected groups of more than one module (Tarjan)."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
@@ -142,7 +146,7 @@ def test_there_is_no_import_circle() -> None:
     ("portscan.report.text", "portscan.verify.cli"),
 ])
 def test_an_upward_import_is_caught(module: str, target: str) -> None:
-    graph = import_graph()
+    graph = dict(import_graph())
     graph[module] = graph[module] | {target}
     assert upward_imports(graph) != []
 

@@ -35,8 +35,13 @@ def fixture_scan(ruleset: RuleSet) -> ScanResult:
 
 
 @pytest.fixture(scope="module")
-def fixture_sarif(fixture_scan: ScanResult, ruleset: RuleSet) -> dict:
-    return json.loads(render_sarif(fixture_scan, ruleset, "9.8.7"))
+def fixture_sarif_text(fixture_scan: ScanResult, ruleset: RuleSet) -> str:
+    return render_sarif(fixture_scan, ruleset, "9.8.7")
+
+
+@pytest.fixture(scope="module")
+def fixture_sarif(fixture_sarif_text: str) -> dict:
+    return json.loads(fixture_sarif_text)
 
 
 def validate(document: dict) -> None:
@@ -90,8 +95,8 @@ def test_sarif_of_the_fixture_is_valid(fixture_sarif: dict, fixture_scan: ScanRe
     assert run["invocations"] == [{"executionSuccessful": True, "toolExecutionNotifications": []}]
 
 
-def test_sarif_output_is_indented_json_with_a_newline(fixture_scan: ScanResult, ruleset: RuleSet) -> None:
-    text = render_sarif(fixture_scan, ruleset, "1.0")
+def test_sarif_output_is_indented_json_with_a_newline(fixture_sarif_text: str) -> None:
+    text = fixture_sarif_text
     assert text.endswith("}\n") and text.startswith('{\n  "$schema"')
 
 

@@ -1,7 +1,11 @@
 """A scanned tree is untrusted: nothing it ships runs, and nothing it ships hides findings.
 
-Each case here is listed in docs/robustness.md#security. The CLI runs in a subprocess,
-as a user or CI runs it, with the trusted cache in a folder of the test's own.
+Each case here is listed in docs/robustness.md#security. The CLI runs as a user or CI
+runs it, in the tree, with the environment that names its cache folders, and the trusted
+cache in a folder of the test's own: in this process (what a run reads is on disk; the
+rule packs it keeps in memory are keyed by the bytes they came from, so a planted copy
+is still read), except the run that fills each planted test's trusted cache, a real
+`python -m portscan` process.
 """
 
 from __future__ import annotations
@@ -41,13 +45,37 @@ class Payload:
         return (exec, (f"open({str(self.marker)!r}, 'w').write('ran')",))
 
 
-def portscan(*argv: str, cwd: Path, cache: Path | None) -> subprocess.CompletedProcess[str]:
+def environment(cwd: Path, cache: Path | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "PORTSCAN_CACHE_DIR"}
     env["XDG_CACHE_HOME"] = str(cwd.parent / "user-cache")  # the default, if no override
     if cache is not None:
         env["PORTSCAN_CACHE_DIR"] = str(cache)
-    return subprocess.run([sys.executable, "-m", "portscan", *argv], cwd=cwd, env=env,
+    return env
+
+
+def portscan_process(*argv: str, cwd: Path, cache: Path | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "portscan", *argv], cwd=cwd, env=environment(cwd, cache),
                           capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture()
+def portscan(monkeypatch, capsys):
+    """``portscan ARGV`` in ``cwd`` with ``cache`` as its cache folder (None: the default
+    one), in this process: (exit code, stdout, stderr) as a completed process."""
+
+    def run(*argv: str, cwd: Path, cache: Path | None) -> subprocess.CompletedProcess[str]:
+        capsys.readouterr()
+        with monkeypatch.context() as patch:
+            patch.delenv("PORTSCAN_CACHE_DIR", raising=False)
+            for name in ("XDG_CACHE_HOME", "PORTSCAN_CACHE_DIR"):
+                if name in (env := environment(cwd, cache)):
+                    patch.setenv(name, env[name])
+            patch.chdir(cwd)
+            code = main(list(argv))
+            out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(["portscan", *argv], code, out, err)
+
+    return run
 
 
 def findings(done: subprocess.CompletedProcess[str]) -> list[tuple[str, str, int]]:
@@ -86,7 +114,7 @@ def planted(tmp_path: Path) -> tuple[Path, Path, Path, list[tuple[str, str, int]
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURE, repo)
     trusted = tmp_path / "trusted"
-    expected = findings(portscan("scan", "--format", "json", ".", cwd=repo, cache=trusted))
+    expected = findings(portscan_process("scan", "--format", "json", ".", cwd=repo, cache=trusted))
     assert expected
     db = sqlite3.connect(trusted / DATABASE)
     keys = [k for (k,) in db.execute("SELECT key FROM results")]
@@ -97,7 +125,7 @@ def planted(tmp_path: Path) -> tuple[Path, Path, Path, list[tuple[str, str, int]
     return repo, trusted, marker, expected
 
 
-def test_planted_pickles_never_run_and_every_finding_is_reported(planted, tmp_path: Path) -> None:
+def test_planted_pickles_never_run_and_every_finding_is_reported(planted, portscan) -> None:
     repo, trusted, marker, expected = planted
     runs = [
         ("scan", "--format", "json", "."),
@@ -119,7 +147,7 @@ def test_planted_pickles_never_run_and_every_finding_is_reported(planted, tmp_pa
         shutil.copy(FIXTURE / "utils" / "gpu.py", hooked)
 
 
-def test_pickles_planted_in_the_trusted_cache_are_misses(planted) -> None:
+def test_pickles_planted_in_the_trusted_cache_are_misses(planted, portscan) -> None:
     """Even a payload in portscan's own cache folder is data that fails to decode."""
     repo, trusted, marker, expected = planted
     db = sqlite3.connect(trusted / DATABASE)
@@ -132,7 +160,7 @@ def test_pickles_planted_in_the_trusted_cache_are_misses(planted) -> None:
     assert not marker.exists()
 
 
-def test_a_planted_empty_results_cache_hides_nothing(planted) -> None:
+def test_a_planted_empty_results_cache_hides_nothing(planted, portscan) -> None:
     """Well-formed "no findings" rows under the real keys, shipped in the tree, in the old
     and current file names, and in a cache folder pointed into the tree."""
     repo, _, marker, expected = planted
@@ -147,7 +175,7 @@ def test_a_planted_empty_results_cache_hides_nothing(planted) -> None:
     assert "not using the cache folder" in done.stderr and "inside the scanned path" in done.stderr
 
 
-def test_a_hostile_regex_in_a_local_rule_is_bounded(tmp_path: Path, monkeypatch, capsys) -> None:
+def test_a_hostile_regex_in_a_local_rule_is_bounded(tmp_path: Path, monkeypatch, capsys, portscan) -> None:
     """A catastrophic pattern from the tree's own `rules-dirs` fails that one file with a
     `timeout` error within its budget; every other finding is still reported."""
     repo = tmp_path / "repo"
@@ -162,6 +190,8 @@ def test_a_hostile_regex_in_a_local_rule_is_bounded(tmp_path: Path, monkeypatch,
         + '[match]\nkind = "kernel"\nregex = \'(a|aa)+$\'\n\n[[' + body)
     (repo / "csrc" / "hostile.cu").write_text("__global__ void k() { int n = " + "a" * 64 + "!; }\n")
     (repo / "pyproject.toml").write_text('[tool.portscan]\nrules-dirs = ["in-house"]\n')
+    baseline = {(f["rule"], f["path"], f["line"]) for f in json.loads(
+        portscan("scan", "--isolated", "--format", "json", "repo", cwd=tmp_path, cache=None).stdout)["findings"]}
     monkeypatch.setattr(bounded, "BUDGET_S", 0.5)
     monkeypatch.delenv("PORTSCAN_CACHE_DIR")
     monkeypatch.chdir(repo)
@@ -172,9 +202,6 @@ def test_a_hostile_regex_in_a_local_rule_is_bounded(tmp_path: Path, monkeypatch,
     assert status == 1 and elapsed < 30
     assert [(e["path"], e["kind"]) for e in out["errors"]] == [("csrc/hostile.cu", "timeout")]
     assert "budget" in out["errors"][0]["message"]
-    monkeypatch.chdir(tmp_path)
-    baseline = {(f["rule"], f["path"], f["line"]) for f in json.loads(
-        portscan("scan", "--isolated", "--format", "json", "repo", cwd=tmp_path, cache=None).stdout)["findings"]}
     assert baseline - {(f["rule"], f["path"], f["line"]) for f in out["findings"]} == set()
 
 
@@ -184,7 +211,7 @@ def test_a_hostile_regex_in_a_local_rule_is_bounded(tmp_path: Path, monkeypatch,
     'baseline = "../baseline.json"',
     'rules-dirs = ["linked"]',  # a symlink in the tree that leads out of it
 ])
-def test_a_config_may_not_reach_outside_its_project(tmp_path: Path, table: str) -> None:
+def test_a_config_may_not_reach_outside_its_project(tmp_path: Path, table: str, portscan) -> None:
     repo = tmp_path / "repo"
     shutil.copytree(FIXTURE, repo)
     (tmp_path / "outside").mkdir()
@@ -197,7 +224,7 @@ def test_a_config_may_not_reach_outside_its_project(tmp_path: Path, table: str) 
     assert findings(isolated)  # --isolated ignores the tree's configuration and scans
 
 
-def test_the_tree_writes_nothing_but_the_report(planted, tmp_path: Path) -> None:
+def test_the_tree_writes_nothing_but_the_report(planted, tmp_path: Path, portscan) -> None:
     """A scan writes only its cache (outside the tree) and `-o`."""
     repo, trusted, _, _ = planted
     before = {p: p.stat().st_mtime_ns for p in repo.rglob("*")}

@@ -6,7 +6,9 @@ these fail when step capping, loss capture, emulation, timeouts or torchrun brea
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import re
@@ -16,6 +18,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -74,6 +78,42 @@ def verify(capsys, *args: str) -> tuple[int, dict]:
     return code, json.loads(out)
 
 
+class _ThreadStdout(io.TextIOBase):
+    """``sys.stdout`` while runs overlap: what each thread prints goes to its own buffer."""
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, io.StringIO] = {}
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        return self.buffers[threading.get_ident()].write(text)
+
+
+def verify_chains(*chains: Sequence[Sequence[str]]) -> list[list[tuple[int, str]]]:
+    """Chains of `portscan verify ARGS` runs (JSON unless ARGS say ``--format text``), each
+    chain's runs in order and the chains at once, two at a time: (exit code, stdout) of
+    every run. Runs that do not depend on each other overlap, since each is mostly its
+    child's import of torch; the runs are the same as one after another."""
+    out = _ThreadStdout()
+
+    def chain(runs: Sequence[Sequence[str]]) -> list[tuple[int, str]]:
+        results = []
+        for args in runs:
+            out.buffers[threading.get_ident()] = buffer = io.StringIO()
+            results.append((main(["verify", "--format", "json", *args]), buffer.getvalue()))
+        return results
+
+    with contextlib.redirect_stdout(out), ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(chain, chains))
+
+
+def verify_together(*runs: Sequence[str]) -> list[tuple[int, dict]]:
+    """Independent JSON runs at once (see :func:`verify_chains`): (exit code, document) each."""
+    return [(code, json.loads(text)) for [(code, text)] in verify_chains(*([run] for run in runs))]
+
+
 def printed(document: dict) -> dict[int, float]:
     """``step S loss L`` lines the script printed itself."""
     found = (re.match(r"step (\d+) loss (\S+)$", line) for line in document["output_tail"])
@@ -110,14 +150,22 @@ def test_amp_scaled_losses_are_unscaled_and_accumulation_is_averaged(capsys) -> 
     assert max(captured(doc).values()) < 10
 
 
-def test_the_port_end_to_end(capsys, monkeypatch, tmp_path: Path) -> None:
+def test_the_port_end_to_end(monkeypatch, tmp_path: Path) -> None:
     """The issue's done criterion, on the fixture repository and its hand-ported twin."""
     monkeypatch.setenv("PYTHONPATH", str(STUBS))  # as on a CUDA machine with apex installed
     unfixed, ported = str(FIXTURES / "mnist-apex"), str(FIXTURES / "mnist-apex-ported")
     golden = tmp_path / "golden.json"
 
+    # 1 and 2 at once, then 3 and 4 (they compare with 1's recording)
+    (code, doc), (code_2, doc_2) = verify_together(
+        ("--project", unfixed, "--steps", "12", "--record", str(golden)),
+        ("--project", unfixed, "--steps", "12", "--emulate", "rocm"))
+    [(code_3, out_3)], [(code_4, text)] = verify_chains(
+        [("--project", ported, "--steps", "12", "--emulate", "rocm", "--against", str(golden))],
+        [("--project", ported, "--steps", "12", "--emulate", "rocm", "--against", str(golden),
+          "--format", "text", "--", "python", "train.py", "--lr", "0.003")])
+
     # 1. without emulation the apex code trains (its README command is discovered): record it
-    code, doc = verify(capsys, "--project", unfixed, "--steps", "12", "--record", str(golden))
     assert code == 0 and doc["recorded"] == str(golden), doc["checks"]
     assert doc["command"] == ["python", "train.py", "--steps", "200"]
     assert doc["command_origin"].startswith("README.md:9")
@@ -126,7 +174,7 @@ def test_the_port_end_to_end(capsys, monkeypatch, tmp_path: Path) -> None:
     assert recorded["backend"]["torch"] == doc["backend"]["torch"]
 
     # 2. under emulation the same code fails on the apex import, and the rule is named
-    code, doc = verify(capsys, "--project", unfixed, "--steps", "12", "--emulate", "rocm")
+    code, doc = code_2, doc_2
     assert code == 1 and doc["verdict"] == "fail"
     assert doc["failure"]["type"] == "ModuleNotFoundError" and doc["failure"]["module"] == "apex"
     assert "portscan --emulate rocm" in doc["failure"]["message"]
@@ -136,8 +184,7 @@ def test_the_port_end_to_end(capsys, monkeypatch, tmp_path: Path) -> None:
 
     # 3. the port passes N steps under emulation (command pinned in its pyproject.toml) and
     #    matches the recording step for step (FusedAdam's default is AdamW's update)
-    code, doc = verify(capsys, "--project", ported, "--steps", "12", "--emulate", "rocm",
-                       "--against", str(golden))
+    code, doc = code_3, json.loads(out_3)
     assert code == 0 and doc["verdict"] == "pass", doc["checks"]
     assert doc["command_origin"] == "pyproject.toml [tool.portscan.verify]"
     assert len(doc["steps"]) == 12 and checks(doc)["reference"] == "pass"
@@ -147,10 +194,7 @@ def test_the_port_end_to_end(capsys, monkeypatch, tmp_path: Path) -> None:
     assert doc["backend"]["hip"] is None  # the real build is recorded, not the emulated one
 
     # 4. a perturbed learning rate is told apart, in the text report
-    code = main(["verify", "--project", ported, "--steps", "12", "--emulate", "rocm",
-                 "--against", str(golden), "--", "python", "train.py", "--lr", "0.003"])
-    text = capsys.readouterr().out
-    assert code == 1
+    assert code_4 == 1
     assert re.search(r"✗ reference +\d+ of 12 steps differ from golden\.json", text)
     assert re.search(r"first divergence at step ([2-9]|1[0-2]):", text)  # step 1 precedes any update
     assert re.search(r"step +loss +reference +difference", text)
@@ -287,9 +331,11 @@ def script(name: str) -> str:
     return str(VERIFY / name)
 
 
-def test_two_optimizers_keep_their_own_losses(capsys, tmp_path: Path) -> None:
+def test_two_optimizers_keep_their_own_losses(tmp_path: Path) -> None:
     """A GAN: the generator's loss no longer rolls into the discriminator's next step."""
-    code, doc = verify(capsys, "--project", str(tmp_path), "--steps", "4", "--", "python", script("gan.py"))
+    (code, doc), (code_g, doc_g) = verify_together(
+        ("--project", str(tmp_path), "--steps", "4", "--", "python", script("gan.py")),
+        ("--project", str(tmp_path), "--steps", "4", "--metric", "loss@2", "--", "python", script("gan.py")))
     assert code == 0, doc["checks"]
     seen = [re.match(r"iter (\d+) loss_D (\S+) loss_G (\S+)$", line) for line in doc["output_tail"]]
     printed_d = {int(m.group(1)): float(m.group(2)) for m in seen if m}
@@ -299,9 +345,7 @@ def test_two_optimizers_keep_their_own_losses(capsys, tmp_path: Path) -> None:
     assert all(s["backward_calls"] == 1 for s in doc["steps"])
     generator = {s["step"]: s["loss"] for s in doc["series"][0]["steps"]}
     assert doc["series"][0]["name"] == "loss@2" and all(generator[i] == printed_g[i] for i in printed_g)
-    code, doc = verify(capsys, "--project", str(tmp_path), "--steps", "4", "--metric", "loss@2",
-                       "--", "python", script("gan.py"))
-    assert code == 0 and captured(doc)[1] == printed_g[1]
+    assert code_g == 0 and captured(doc_g)[1] == printed_g[1]
 
 
 def test_a_closure_optimizer_reports_its_first_evaluation(capsys, tmp_path: Path) -> None:
@@ -314,13 +358,14 @@ def test_a_closure_optimizer_reports_its_first_evaluation(capsys, tmp_path: Path
 
 
 @pytest.mark.parametrize("seed", ["4", "13"])
-def test_a_zero_mean_policy_gradient_loss_passes(capsys, tmp_path: Path, seed: str) -> None:
+def test_a_zero_mean_policy_gradient_loss_passes(tmp_path: Path, seed: str) -> None:
     """Seeds 4 and 13 rose by the old fitted-line rule: zero-mean noise is not a rise."""
-    code, doc = verify(capsys, "--project", str(tmp_path), "--steps", "30", "--",
-                       "python", script("reinforce.py"), "--seed", seed)
+    (code, doc), (code_reward, doc_reward) = verify_together(
+        ("--project", str(tmp_path), "--steps", "30", "--", "python", script("reinforce.py"), "--seed", seed),
+        ("--project", str(tmp_path), "--steps", "30", "--metric", "reward", "--maximize", "--",
+         "python", script("reinforce.py"), "--seed", seed))
     assert code == 0 and checks(doc)["trend"] == "pass", doc["checks"]
-    code, doc = verify(capsys, "--project", str(tmp_path), "--steps", "30", "--metric", "reward",
-                       "--maximize", "--", "python", script("reinforce.py"), "--seed", seed)
+    code, doc = code_reward, doc_reward
     assert code == 0 and doc["run"]["loss_source"] == "stdout" and len(doc["steps"]) >= 29, doc["checks"]
 
 
@@ -334,20 +379,24 @@ def test_manual_sgd_is_capped_and_judged_on_its_backward_losses(capsys, tmp_path
     assert doc["run"]["seconds"] < 60  # capped: the script alone runs 2000 iterations
 
 
-def test_skipped_scaler_steps_are_marked_and_float64_is_kept(capsys, tmp_path: Path) -> None:
-    code, doc = verify(capsys, "--project", str(tmp_path), "--steps", "5", "--",
-                       "python", TOY, "--amp", "scaler", "--skip-at", "3")
+def test_skipped_scaler_steps_are_marked_and_float64_is_kept(tmp_path: Path) -> None:
+    (code, doc), (code_64, doc_64) = verify_together(
+        ("--project", str(tmp_path), "--steps", "5", "--", "python", TOY, "--amp", "scaler", "--skip-at", "3"),
+        ("--project", str(tmp_path), "--steps", "4", "--", "python", TOY, "--dtype", "float64"))
     assert code == 0, doc["checks"]
     assert [s["skipped"] for s in doc["steps"]] == [False, False, True, False, False]
     assert all(captured(doc)[step] == loss for step, loss in printed(doc).items())  # not merged
-    code, doc = verify(capsys, "--project", str(tmp_path), "--steps", "4", "--",
-                       "python", TOY, "--dtype", "float64")
+    code, doc = code_64, doc_64
     assert code == 0 and printed(doc) and all(captured(doc)[k] == v for k, v in printed(doc).items())
 
 
-def test_a_run_kept_alive_after_the_cap_is_stopped_promptly(capsys, tmp_path: Path) -> None:
+def test_a_run_kept_alive_after_the_cap_is_stopped_promptly(capsys, tmp_path: Path, monkeypatch) -> None:
     """The script waits for a helper at exit (as RPC workers do): stopped seconds after
-    the cap, not at the 300 s timeout, and it passes."""
+    the cap, not at the 300 s timeout, and it passes. (A shorter grace than the default
+    5 s: this script never ends by itself, so any grace ends it the same way.)"""
+    from portscan.verify import runner
+
+    monkeypatch.setattr(runner, "CAP_GRACE", 1.0)
     code, doc = verify(capsys, "--project", str(tmp_path), "--steps", "3", "--timeout", "300", "--",
                        "python", TOY, "--linger")
     assert code == 0 and doc["run"]["stopped_at_cap"] and not doc["run"]["timed_out"], doc["checks"]
@@ -377,35 +426,40 @@ def test_ctrl_c_prints_the_steps_so_far(tmp_path: Path) -> None:
     assert "interrupted" in {c["name"]: c["detail"] for c in doc["checks"]}["run"]
 
 
-def test_against_catches_a_1_2x_learning_rate_and_passes_reruns(capsys, tmp_path: Path) -> None:
+def test_against_catches_a_1_2x_learning_rate_and_passes_reruns(tmp_path: Path) -> None:
     regress = script("regress.py")
+    project = tmp_path / "project"  # the references lie outside it: no run sees another's file appear
+    project.mkdir()
     golden, band = tmp_path / "golden.json", tmp_path / "band.json"
-    code, doc = verify(capsys, "--project", str(tmp_path), "--record", str(golden), "--", "python", regress)
+    in_project = ("--project", str(project))
+    # two chains at once: one run and three compared with it; three recorded runs and one compared with them
+    (recorded_one, rerun, faster, seed_7), (recorded_band, seed_7_in_band) = verify_chains(
+        [(*in_project, "--record", str(golden), "--", "python", regress),
+         (*in_project, "--against", str(golden), "--", "python", regress),
+         (*in_project, "--against", str(golden), "--format", "text", "--", "python", regress, "--lr", "0.06"),
+         (*in_project, "--against", str(golden), "--", "python", regress, "--seed", "7")],
+        [(*in_project, "--record", str(band), "--repeats", "3", "--", "python", regress),
+         (*in_project, "--against", str(band), "--", "python", regress, "--seed", "7")])
+    code, doc = recorded_one[0], json.loads(recorded_one[1])
     assert code == 0 and doc["recorded"]
     # a same-seed rerun matches exactly
-    code, doc = verify(capsys, "--project", str(tmp_path), "--against", str(golden), "--", "python", regress)
+    code, doc = rerun[0], json.loads(rerun[1])
     assert code == 0 and doc["reference"]["outside"] == 0, doc["checks"]
     assert not [n for n in doc["notes"] if n.startswith("warning")]
     # a 1.2x learning rate fails and names the step, with both values
-    code = main(["verify", "--project", str(tmp_path), "--against", str(golden), "--",
-                 "python", regress, "--lr", "0.06"])
-    text = capsys.readouterr().out
+    code, text = faster
     assert code == 1
     divergence = re.search(r"first divergence at step (\d+): (\S+) vs (\S+) ", text)
     assert divergence and int(divergence.group(1)) >= 2 and divergence.group(2) != divergence.group(3)
     assert "warning: the reference ran another command" in text
     # another seed fails against one run, passes against three recorded with other seeds
-    code, doc = verify(capsys, "--project", str(tmp_path), "--against", str(golden), "--",
-                       "python", regress, "--seed", "7")
-    assert code == 1
-    code, doc = verify(capsys, "--project", str(tmp_path), "--record", str(band), "--repeats", "3",
-                       "--", "python", regress)
+    assert seed_7[0] == 1
+    code, doc = recorded_band[0], json.loads(recorded_band[1])
     assert code == 0 and doc["repeats"] == 3, doc["notes"]
     recorded = json.loads(band.read_text())
     assert recorded["repeats"] == 3 and len(recorded["steps"][0]["runs"]) == 3
     assert recorded["commands"][1][-2:] == ["--seed", "1"] and recorded["capture"] == "hooks"
-    code, doc = verify(capsys, "--project", str(tmp_path), "--against", str(band), "--",
-                       "python", regress, "--seed", "7")
+    code, doc = seed_7_in_band[0], json.loads(seed_7_in_band[1])
     assert code == 0, doc["checks"]
 
 
