@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from portscan import scan as scan_module
 from portscan.cache import DATABASE
 from portscan.cli import main
-from portscan.ruleset.loader import builtin_rules_dir, load_rules_cached
+from portscan.ruleset.loader import builtin_rules_dir, load_rules, load_rules_cached
 from portscan.scan import scan_paths
 
 from conftest import FIXTURE
@@ -99,6 +100,23 @@ def test_the_rule_pack_is_reloaded_when_a_rule_file_changes(tmp_path: Path, cach
     rule.write_text(rule.read_text().replace('severity = "error"', 'severity = "warning"', 1))
     changed = load_rules_cached([rules_dir], cache_dir)
     assert changed.by_code["PS602"].severity.value == "warning" and changed.digest != first.digest
+
+
+def test_a_rule_pack_is_built_once_per_process_until_a_byte_changes(tmp_path: Path) -> None:
+    """The process keeps each pack it built, by the files' paths and bytes: a second load
+    is the same set; a file changed in place, size and mtime kept, is a new pack."""
+    rules_dir = tmp_path / "rules"
+    shutil.copytree(builtin_rules_dir(), rules_dir)
+    first = load_rules([rules_dir])
+    assert load_rules([rules_dir]) is first and first.filter() is first
+    rule = rules_dir / "tooling" / "pynvml-import.toml"
+    before = rule.stat()
+    rule.write_text(rule.read_text().replace('severity = "error"', 'severity = "info" ', 1))
+    os.utime(rule, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert rule.stat().st_size == before.st_size
+    changed = load_rules([rules_dir])
+    assert changed is not first and changed.by_code["PS602"].severity.value == "info"
+    assert first.by_code["PS602"].severity.value == "error"
 
 
 def test_the_rule_pack_copy_round_trips_and_a_bad_copy_is_a_miss(tmp_path: Path, cache_dir: Path) -> None:

@@ -28,13 +28,15 @@ RULES = load_rules()
 EXAMPLES = int(os.environ.get("PORTSCAN_FUZZ_EXAMPLES", "30"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize="PORTSCAN_FUZZ_EXAMPLES" not in os.environ,
                     suppress_health_check=list(HealthCheck))
+#: generated modules; one strategy for both tests (each call builds a parser for Python's grammar)
+MODULES = hypothesmith.from_grammar()
 #: code every fix understands, to splice into generated modules so the fixes have work
 SNIPPETS = sorted({e.before for r in RULES.rules if r.fix is not None for e in r.fix.examples}
                   | {e.source for r in RULES.rules for e in r.bad if e.path.endswith(".py")})
 
 
 @SETTINGS
-@given(hypothesmith.from_grammar())
+@given(MODULES)
 def test_scan_never_raises_on_generated_modules(source: str) -> None:
     try:
         findings = scan_source(source, "generated.py", RULES)
@@ -44,7 +46,7 @@ def test_scan_never_raises_on_generated_modules(source: str) -> None:
 
 
 @SETTINGS
-@given(generated=hypothesmith.from_grammar(), snippet=st.sampled_from(SNIPPETS), first=st.booleans())
+@given(generated=MODULES, snippet=st.sampled_from(SNIPPETS), first=st.booleans())
 def test_fix_output_parses_and_a_second_fix_changes_nothing(generated: str, snippet: str, first: bool) -> None:
     source = snippet + "\n" + generated if first else generated + "\n" + snippet
     try:

@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
@@ -81,14 +82,15 @@ def verify(capsys, *args: str) -> tuple[int, dict]:
 class _ThreadStdout(io.TextIOBase):
     """``sys.stdout`` while runs overlap: what each thread prints goes to its own buffer."""
 
-    def __init__(self) -> None:
+    def __init__(self, other: TextIO) -> None:
         self.buffers: dict[int, io.StringIO] = {}
+        self.other = other  #: where any other thread's output goes
 
     def writable(self) -> bool:
         return True
 
     def write(self, text: str) -> int:
-        return self.buffers[threading.get_ident()].write(text)
+        return self.buffers.get(threading.get_ident(), self.other).write(text)
 
 
 def verify_chains(*chains: Sequence[Sequence[str]]) -> list[list[tuple[int, str]]]:
@@ -96,7 +98,7 @@ def verify_chains(*chains: Sequence[Sequence[str]]) -> list[list[tuple[int, str]
     chain's runs in order and the chains at once, two at a time: (exit code, stdout) of
     every run. Runs that do not depend on each other overlap, since each is mostly its
     child's import of torch; the runs are the same as one after another."""
-    out = _ThreadStdout()
+    out = _ThreadStdout(sys.stdout)
 
     def chain(runs: Sequence[Sequence[str]]) -> list[tuple[int, str]]:
         results = []

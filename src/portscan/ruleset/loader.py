@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -60,12 +61,14 @@ def parse_rule_file(path: Path, raw: bytes, digest: str | None = None) -> Rule:
 #: validation and prefilter (~0.1 s). A few entries: distinct packs in one process are rare.
 _BUILT: dict[tuple[object, ...], RuleSet] = {}
 _BUILT_MAX = 8
+_BUILT_LOCK = threading.Lock()  # API callers may load from several threads
 
 
 def _remember(key: tuple[object, ...], rules: RuleSet) -> RuleSet:
-    if len(_BUILT) >= _BUILT_MAX:
-        del _BUILT[next(iter(_BUILT))]
-    _BUILT[key] = rules
+    with _BUILT_LOCK:
+        while len(_BUILT) >= _BUILT_MAX:
+            del _BUILT[next(iter(_BUILT))]
+        _BUILT[key] = rules
     return rules
 
 
@@ -96,8 +99,8 @@ def load_rules(dirs: Iterable[Path] | None = None) -> RuleSet:
                 sources.append((path, raw, hashlib.sha256(raw).hexdigest()))
     files = [(str(source[0]), source[2]) for source in sources if not isinstance(source, RuleFileError)]
     built = ("toml", *files) if len(files) == len(sources) else None  # what the pack is built from
-    if built in _BUILT:
-        return _BUILT[built]
+    if built is not None and (known := _BUILT.get(built)) is not None:
+        return known
     rules: list[Rule] = []
     errors: list[RuleFileError] = []
     for source in sources:
@@ -149,8 +152,8 @@ def load_rules_cached(dirs: Sequence[Path], cache: Path | None) -> RuleSet:
     with contextlib.suppress(Exception):  # whatever a malformed copy raises, it is a miss
         raw = stored.read_bytes()
         key = ("copy", hashlib.sha256(raw).hexdigest())
-        if key in _BUILT:
-            return _BUILT[key]
+        if (known := _BUILT.get(key)) is not None:
+            return known
         return _remember(key, RuleSet(load(tuple[Rule, ...], json.loads(raw.decode("utf-8")))))
     rules = load_rules(dirs)
     with contextlib.suppress(OSError):
