@@ -80,7 +80,8 @@ class Measure:
 #: RSS in KiB and its exit status. A fresh small process: a child's ``ru_maxrss`` starts at
 #: the high-water mark of the process that forked it (the memory map it shares until exec),
 #: so measured from the benchmark process itself it would never read below the benchmark's
-#: own size.
+#: own size. Isolated (``-I``): a scanned tree's ``types.py`` in the cwd must not shadow the
+#: standard library's.
 _WRAPPER = """
 import os, subprocess, sys, time
 start = time.perf_counter()
@@ -95,7 +96,7 @@ def measure(argv: Sequence[str], cwd: Path | None = None, env: Mapping[str, str]
     """Run ``argv`` to its end, from :data:`_WRAPPER`. ``os.wait4`` gives the child's
     resource usage together with that of the descendants it waited for (Linux: its own
     peak and theirs), which is where a process pool's joined workers show up."""
-    done = subprocess.run([sys.executable, "-c", _WRAPPER, *argv], cwd=cwd, env=None if env is None else dict(env),
+    done = subprocess.run([sys.executable, "-I", "-c", _WRAPPER, *argv], cwd=cwd, env=env,
                           capture_output=True, text=True, check=False)
     try:
         seconds, rss_kib, status = done.stdout.split()[-3:]

@@ -171,3 +171,9 @@ def test_peak_rss_is_not_the_benchmarks_own() -> None:
     got = bench.measure([sys.executable, "-c", "pass"])
     del block
     assert got.rss_mb < 100
+
+
+def test_a_measured_tree_cannot_shadow_the_wrappers_modules(tmp_path: Path) -> None:
+    """The torch tree has a `types.py`; the pre-commit scenario runs with it as the cwd."""
+    (tmp_path / "types.py").write_text("raise SystemExit('shadowed')\n", encoding="utf-8")
+    assert bench.measure([sys.executable, "-c", "pass"], cwd=tmp_path).seconds >= 0
