@@ -324,6 +324,7 @@ def main() -> int:
         only.discard("semgrep")
     sys.path.insert(0, str(REPO / "src"))
     started = machine()  # the load average before this run adds to it
+    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")  # when the run began
     uses_corpus = bool(only & (_ON_CORPUS | {"regex"}))
     corpus = (args.corpus or default_corpus()).resolve() if uses_corpus else None
     py_files = sorted(corpus.rglob("*.py")) if corpus else []
@@ -443,7 +444,6 @@ def main() -> int:
 
     if "semgrep" in args.only and not shutil.which("semgrep"):
         notes.append("semgrep: not installed here, not measured.")
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     corpus_line = (f"Corpus: `{corpus}` ({len(py_files)} .py files, {lines:,} lines)" if corpus else "Corpus: not used")
     corpus_line += f"; scenarios: {', '.join(s for s in SCENARIOS if s in only)}"
     report = render(stamp, started, portscan_commit(), corpus_line, args.repeat, rows, measured, notes)
