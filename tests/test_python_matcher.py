@@ -388,6 +388,36 @@ def test_prefilter_needs_every_segment_of_a_name() -> None:
     assert not rules.candidates("import torchvision\nx.versions.cudas\n")  # whole words only
 
 
+def test_prefilter_needs_an_import_of_the_package_a_name_is_in() -> None:
+    """Names resolve through imports only, so a file that never imports ``torch`` (a
+    generated table of ``torch.version.cuda`` lines) is not parsed at all, and the
+    matcher agrees that it holds nothing."""
+    rules = RuleSet([CUDA_VERSION])
+    generated = "".join(f"v{i} = torch.version.cuda\n" for i in range(200))
+    assert not rules.candidates(generated)
+    assert not rules.candidates("# adapted from torch docs\n" + generated)  # no import statement
+    assert not scan_source(generated, "gen.py", rules, kind="python")
+    assert rules.candidates("import torch\n" + generated)
+    assert rules.candidates("import os, \\\n    torch\n" + generated)  # continued import line
+    assert rules.candidates("from torch import version\nprint(version.cuda)\n")
+
+
+def test_prefilter_returns_candidates_in_rule_order() -> None:
+    """The matcher gets the candidates in the rule set's order, whatever word picked them."""
+    first = call_rule(keyword="backend", equals=["tensorrt"])
+    rules = RuleSet([first, CUDA_VERSION])
+    text = 'import torch\ntorch.compile(m, backend="tensorrt")\nprint(torch.version.cuda)\n'
+    assert [r.code for r in rules.candidates(text)] == [r.code for r in rules.rules]
+
+
+def test_ascii_words_hold_every_word_a_token_can_be() -> None:
+    from portscan.ruleset.prefilter import ascii_words
+
+    text = "x = torch.cuda\u2192version; é_cuda = 1 # nvidia-smi\n"
+    assert {"torch", "cuda", "version", "x", "nvidia", "smi"} <= set(ascii_words(text))
+    assert set(ascii_words(text)) >= {w for w in __import__("re").findall(r"\w+", text) if w.isascii()}
+
+
 def test_prefilter_needs_the_literal_argument_of_a_call_rule() -> None:
     rules = RuleSet([call_rule(keyword="backend", equals=["tensorrt", "torch_tensorrt"])])
     assert not rules.candidates("import torch\ntorch.compile(model)\n")

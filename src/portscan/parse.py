@@ -130,7 +130,8 @@ def parse_python(text: str) -> cst.Module:
 
     check_nesting(text)
     try:
-        return cst.parse_module(text)
+        with _unvalidated(cst.CSTNode):
+            return cst.parse_module(text)
     except cst.ParserSyntaxError as exc:
         hint = " (this looks like Python 2 code)" if _PY2_HINTS.search(text) else ""
         raise SourceError(
@@ -140,6 +141,23 @@ def parse_python(text: str) -> cst.Module:
         ) from None
     except RecursionError:
         raise SourceError("parse", "expression nesting too deep to parse") from None
+
+
+@contextlib.contextmanager
+def _unvalidated(node_class: type) -> Iterator[None]:
+    """Build LibCST nodes without their per-node validation while its own parser builds
+    a tree: what the parser makes is valid by construction, and validation is about a
+    fifth of a parse (LibCST's ``CSTNode.__post_init__`` says as much in its own PERF
+    note). Nodes the fixes build later are validated as usual: the hook is back on leaving."""
+    hook = node_class.__dict__.get("__post_init__")
+    if hook is None:  # another LibCST layout: leave it alone
+        yield
+        return
+    node_class.__post_init__ = lambda self: None  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        node_class.__post_init__ = hook  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager

@@ -14,7 +14,6 @@ parse and, when the input compiled, compile, or the file is left as it was.
 from __future__ import annotations
 
 import copy
-import difflib
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from portscan.fix.templates import TEMPLATES
 from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.config import Target
+from portscan.fix.linediff import opcodes
 from portscan.match.python import ModuleWalk, match_python
 from portscan.model import Finding
 from portscan.scan import declares_extensions, findings_from
@@ -224,14 +224,17 @@ def _non_overlapping(ctx: FixContext, edits: Sequence[Edit]) -> list[Edit]:
         return (r.start.line, r.start.column), (r.end.line, r.end.column)
 
     chosen: list[Edit] = []
-    taken: list[tuple[tuple[int, int], tuple[int, int]]] = []
+    nodes: set[int] = set()
+    reach: tuple[int, int] | None = None  # the furthest end of a chosen edit
     for edit in sorted(edits, key=lambda e: (extent(e)[0], tuple(-x for x in extent(e)[1]))):
         start, end = extent(edit)
-        if any(start < t_end and t_start < end or edit.node is other.node
-               for (t_start, t_end), other in zip(taken, chosen, strict=True)):
+        # sorted by start, every chosen edit starts at or before this one: they overlap
+        # where one ends after this one starts (an empty edit overlaps nothing)
+        if id(edit.node) in nodes or (start < end and reach is not None and start < reach):
             continue
         chosen.append(edit)
-        taken.append((start, end))
+        nodes.add(id(edit.node))
+        reach = end if reach is None else max(reach, end)
     return chosen
 
 
@@ -382,8 +385,8 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
 
 def changed_blocks(old: str, new: str) -> list[tuple[int, int, int, int]]:
     """``(i1, i2, j1, j2)`` of each block of lines that differs from ``old`` to ``new``."""
-    matcher = difflib.SequenceMatcher(None, lines_with_ends(old), lines_with_ends(new), autojunk=False)
-    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in matcher.get_opcodes() if tag != "equal"]
+    return [(i1, i2, j1, j2) for tag, i1, i2, j1, j2 in opcodes(lines_with_ends(old), lines_with_ends(new))
+            if tag != "equal"]
 
 
 class _Origins:
@@ -394,11 +397,21 @@ class _Origins:
     def __init__(self, text: str) -> None:
         self.text = text
         self.index = LineIndex(text)
-        self.lines: list[int | None] = list(range(len(lines_with_ends(text))))
+        self._move(list(range(len(lines_with_ends(text)))))
+
+    def _move(self, lines: list[int | None]) -> None:
+        self.lines = lines
+        #: per line, the input line of the last line before it that the fixes kept
+        self._kept_before: list[int | None] = []
+        last = None
+        for origin in lines:
+            self._kept_before.append(last)
+            last = origin if origin is not None else last
+        self._kept_before.append(last)
 
     def _before(self, line: int) -> int | None:
         """The input line of the last line before ``line`` that the fixes kept."""
-        return next((o for o in reversed(self.lines[:line]) if o is not None), None)
+        return self._kept_before[min(line, len(self.lines))]
 
     def places(self, first: int, last: int) -> set[int]:
         """The input places of lines ``first``..``last - 1`` of the current text (see
@@ -422,20 +435,24 @@ class _Origins:
         """Move on to ``new``, the pass's output: each applied match with the input
         places of the changed blocks that overlap it (blocks that overlap none, such as
         the imports a pass added or removed, belong to every match of the pass)."""
-        opcodes = difflib.SequenceMatcher(None, lines_with_ends(self.text), lines_with_ends(new),
-                                          autojunk=False).get_opcodes()
+        diff = opcodes(lines_with_ends(self.text), lines_with_ends(new))
         spans = [(self.index.position(m.start)[0] - 1, self.index.position(max(m.end - 1, m.start))[0] - 1)
                  for m, _ in applied]
         touches: list[set[int]] = [set() for _ in applied]
-        for i1, i2 in ((i1, i2) for tag, i1, i2, _, _ in opcodes if tag != "equal"):
-            owners = [k for k, (first, last) in enumerate(spans) if first < max(i2, i1 + 1) and i1 <= last]
+        at_line: dict[int, list[int]] = {}  # line -> the applied matches spanning it
+        for k, (first, last) in enumerate(spans):
+            for line in range(first, last + 1):
+                at_line.setdefault(line, []).append(k)
+        for i1, i2 in ((i1, i2) for tag, i1, i2, _, _ in diff if tag != "equal"):
+            owners = sorted({k for line in range(i1, max(i2, i1 + 1)) for k in at_line.get(line, ())})
             places = self.places(i1, i2)
             for k in owners or range(len(applied)):
                 touches[k] |= places
         done = [Applied(m.rule.code, m.rule.name, tier, self.input_line(m.start), frozenset(t))
                 for (m, tier), t in zip(applied, touches, strict=True)]
         lines: list[int | None] = []
-        for tag, i1, i2, j1, j2 in opcodes:
+        for tag, i1, i2, j1, j2 in diff:
             lines += self.lines[i1:i2] if tag == "equal" else [None] * (j2 - j1)
-        self.text, self.index, self.lines = new, LineIndex(new), lines
+        self.text, self.index = new, LineIndex(new)
+        self._move(lines)
         return done

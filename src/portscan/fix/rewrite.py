@@ -119,10 +119,8 @@ class FixContext:
         scope = self.scope(at)
         parts = qualified.split(".")
         best: tuple[int, str] | None = None
-        for local in self.names.module.bindings:
-            bound = self.names.imported(local)
-            if bound is None or parts[: len(bound.split("."))] != bound.split(".") \
-                    or scope.lookup(local) is not self.names.module:
+        for local, bound in self.names.module_imports.items():
+            if parts[: len(bound.split("."))] != bound.split(".") or scope.lookup(local) is not self.names.module:
                 continue
             if best is None or len(bound.split(".")) > best[0]:
                 best = (len(bound.split(".")), local)

@@ -1758,6 +1758,8 @@ class Names:
         self._at = {id(node): chain.scope for chain in collector.chains for node in chain.nodes}
         #: id(outermost node of a dotted chain) -> the chain
         self._outer = {id(chain.nodes[-1]): chain for chain in collector.chains}
+        #: (name, id(scope)) -> its uses, as :meth:`uses` found them (scopes live as long as this)
+        self._uses: dict[tuple[str, int], list[tuple[cst.Name, Scope]]] = {}
 
     def scope_at(self, node: cst.CSTNode, parent: Callable[[cst.CSTNode], cst.CSTNode | None]) -> Scope:
         """The scope ``node`` is evaluated in: that of its name chain, else that of the
@@ -1776,11 +1778,21 @@ class Names:
             child, above = above, parent(above)
         return self.module
 
+    @functools.cached_property
+    def _chains_by_name(self) -> dict[str, list[_Chain]]:
+        found: dict[str, list[_Chain]] = {}
+        for chain in self._chains:
+            found.setdefault(chain.parts[0], []).append(chain)
+        return found
+
     def uses(self, name: str, scope: Scope) -> list[tuple[cst.Name, Scope]]:
         """Each use of ``name`` that sees ``scope``'s binding of it: (the name node,
         the scope the use is in)."""
-        return [(chain.nodes[0], chain.scope) for chain in self._chains  # type: ignore[misc]
-                if chain.parts[0] == name and chain.scope.lookup(name) is scope]
+        key = (name, id(scope))
+        if key not in self._uses:
+            self._uses[key] = [(chain.nodes[0], chain.scope)  # type: ignore[misc]
+                               for chain in self._chains_by_name.get(name, ()) if chain.scope.lookup(name) is scope]
+        return list(self._uses[key])
 
     def imports_used(self, node: cst.CSTNode) -> list[tuple[str, cst.Import | cst.ImportFrom]]:
         """The dotted names used inside ``node`` (``torch.cuda.amp``), each with an
@@ -1797,6 +1809,12 @@ class Names:
             if owner is not None:
                 found += [(".".join(chain.parts), statement) for statement in owner.imports.get(chain.parts[0], ())]
         return found  # (a dotted chain holds nothing but its names)
+
+    @functools.cached_property
+    def module_imports(self) -> dict[str, str]:
+        """Each module-level name that only absolute imports of one name bind, with the
+        qualified name it stands for (see :meth:`imported`)."""
+        return {local: bound for local in self.module.bindings if (bound := self.imported(local)) is not None}
 
     def imported(self, name: str) -> str | None:
         """The qualified name a module-level ``name`` stands for when only absolute

@@ -1,0 +1,85 @@
+"""The fix engine on large inputs: the pieces that were quadratic in the number of
+lines or findings (issue 18, item 3), checked by what they compute, not by time."""
+
+from __future__ import annotations
+
+import difflib
+import random
+
+import libcst as cst
+import pytest
+
+from portscan.fix import linediff
+from portscan.parse import parse_python
+
+
+def _apply(a: list[str], b: list[str], opcodes: list[linediff.Opcode]) -> list[str]:
+    out: list[str] = []
+    for tag, i1, i2, j1, j2 in opcodes:
+        if tag == "equal":
+            assert a[i1:i2] == b[j1:j2]
+            out += a[i1:i2]
+        else:
+            out += b[j1:j2]
+    return out
+
+
+def _edited(rng: random.Random, size: int, repeat: int) -> tuple[list[str], list[str]]:
+    a = [f"{rng.choice('abc')}{rng.randint(0, repeat)}\n" for _ in range(size)]
+    b = list(a)
+    for _ in range(rng.randint(0, size // 10 + 1)):
+        k = rng.randint(0, max(0, len(b) - 1))
+        roll = rng.random()
+        if roll < 0.3 and b:
+            del b[k]
+        elif roll < 0.6:
+            b.insert(k, f"new {rng.random()}\n")
+        elif b:
+            b[k] = f"changed {rng.random()}\n"
+    return a, b
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_line_opcodes_turn_the_old_lines_into_the_new(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cut at unique lines (forced here for small inputs too), the opcodes still cover
+    both sides contiguously and rebuild the new text; adjacent blocks are merged."""
+    rng = random.Random(seed)
+    a, b = _edited(rng, rng.randint(0, 300), 5 if seed % 2 else 500)
+    monkeypatch.setattr(linediff, "DIRECT_PAIRS", 0)
+    ops = linediff.opcodes(a, b)
+    assert _apply(a, b, ops) == b
+    i = j = 0
+    for tag, i1, i2, j1, j2 in ops:
+        assert (i1, j1) == (i, j) and tag in ("equal", "replace", "delete", "insert")
+        i, j = i2, j2
+    assert (i, j) == (len(a), len(b))
+    assert all(not (x[0] == y[0] == "equal") for x, y in zip(ops, ops[1:], strict=False))
+
+
+def test_small_inputs_keep_difflibs_own_answer() -> None:
+    rng = random.Random(7)
+    for _ in range(30):
+        a, b = _edited(rng, rng.randint(0, 200), 3)
+        assert linediff.opcodes(a, b) == difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+
+
+def test_a_large_rewrite_of_repeated_lines_aligns_on_the_unique_ones() -> None:
+    """A fix of every function of a generated module: 60,000 lines, most of them
+    repeated. Each changed line is its own block, and the unique lines stay equal."""
+    old, new = [], []
+    for i in range(10_000):
+        body = [f"def step_{i}(x):\n", "    s = torch.cuda.amp.GradScaler()\n", "    return x\n", "\n"]
+        old += body
+        new += [body[0], '    s = torch.amp.GradScaler("cuda")\n', *body[2:]]
+    ops = linediff.opcodes(old, new)
+    changed = [op for op in ops if op[0] != "equal"]
+    assert len(changed) == 10_000
+    assert all(op[0] == "replace" and op[2] - op[1] == 1 for op in changed)
+    assert _apply(old, new, ops) == new
+
+
+def test_parsing_skips_node_validation_only_while_libcst_parses() -> None:
+    module = parse_python("x = torch.version.cuda\n")
+    assert module.code == "x = torch.version.cuda\n"
+    with pytest.raises(cst.CSTValidationError):
+        cst.Name("not a name")  # nodes the fixes build are still validated
