@@ -83,3 +83,41 @@ def test_parsing_skips_node_validation_only_while_libcst_parses() -> None:
     assert module.code == "x = torch.version.cuda\n"
     with pytest.raises(cst.CSTValidationError):
         cst.Name("not a name")  # nodes the fixes build are still validated
+
+
+def test_fix_gives_libcst_only_files_with_something_to_fix(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a scan has cached a tree, ``fix`` parses (LibCST) only the files whose
+    findings include a rule with a fix; the outcome is that of a run without the cache."""
+    import shutil
+    from pathlib import Path
+
+    from portscan.fix import engine
+    from portscan.fix.apply import fix_paths
+    from portscan.ruleset.loader import load_rules
+    from portscan.scan import scan_paths
+
+    rules = load_rules()
+    fixable = {r.code for r in rules.rules if r.fix is not None}
+    tree, plain = tmp_path / "tree", tmp_path / "plain"
+    shutil.copytree(Path(__file__).parent.parent / "fixtures" / "cuda-trainer", tree)
+    # a module whose text has a fixable rule's tokens (in a comment) but nothing to fix
+    (tree / "utils" / "report.py").write_text(
+        "import torch\n\n# torch.cuda.amp.GradScaler() went away in our last refactor\n"
+        "def device_report():\n    return torch.cuda.get_device_name(), torch.version.cuda\n")
+    shutil.copytree(tree, plain)
+    cache = tmp_path / "cache"
+    before = scan_paths([tree], rules, cache=cache, workers=1)
+    with_fix = {f.path for f in before.findings if f.rule in fixable}
+    assert "utils/report.py" not in with_fix and "train.py" in with_fix
+    assert any(f.path == "utils/report.py" for f in before.findings)
+
+    parse, parsed = engine.parse_python, []
+    monkeypatch.setattr(engine, "parse_python", lambda text: parsed.append(text) or parse(text))
+    cached = fix_paths([tree], rules, cache=cache, workers=1)
+    report = (tree / "utils" / "report.py").read_text()
+    assert parsed and report not in parsed
+    parsed.clear()
+    uncached = fix_paths([plain], rules, cache=None, workers=1)
+    assert report in parsed  # without the cache it is parsed to find that out
+    assert [(f.path, f.applied) for f in cached.files] == [(f.path, f.applied) for f in uncached.files]
+    assert cached.after.findings == uncached.after.findings

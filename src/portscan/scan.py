@@ -463,6 +463,12 @@ def _outcome(source: SourcePath, inputs: _Inputs, ahead: _Ahead | None) -> _Outc
     return _Outcome(result, declared=declared)
 
 
+def open_cache(cache: Path | None, rules: RuleSet, config: Config | None) -> Cache | None:
+    """The scan cache in folder ``cache`` for this rule pack and target (None: no cache)."""
+    salt = f"{rules.digest}|{config.target if config else None}|{table_digest()}"
+    return Cache(cache, salt) if cache is not None else None
+
+
 def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, str] | None = None,
                *, config: Config | None = None, force_exclude: bool = False, report_unused: bool = False,
                progress: Callable[[int, int], None] | None = None, cache: Path | None = None,
@@ -482,8 +488,7 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
     same text (``portscan fix`` passes those of its last pass)."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
     discovery = discover(paths, excludes, force_exclude)
-    salt = f"{rules.digest}|{config.target if config else None}|{table_digest()}"
-    store = Cache(cache, salt) if cache is not None else None
+    store = open_cache(cache, rules, config)
     wants_table = any(r.pattern.kind == "cuda-api" for r in rules.rules)
     inputs = _Inputs(rules, discovery.root, overrides or {}, config, report_unused, store, known or {},
                      FirstParty(discovery.root),

@@ -18,14 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from portscan.cache import Cache
 from portscan.config import Config, Target, ignored_codes
-from portscan.discover import Excludes, FirstParty, discover
+from portscan.discover import Excludes, FirstParty, SourcePath, discover
 from portscan.fix.engine import FileFix, fix_source
 from portscan.model import FileError, Finding, ScanResult
 from portscan.parse import SourceError, decode_python, python_encoding, read_bytes
 from portscan.pool import map_in_processes
 from portscan.ruleset.loader import RuleSet
-from portscan.scan import scan_paths, scan_source
+from portscan.scan import open_cache, scan_paths, scan_source
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +117,15 @@ def fix_files(root: Path, texts: Mapping[str, str], rules: RuleSet, unsafe: bool
     return {f.path: f for f in fixed}
 
 
+def _cached_findings(cache: Cache | None, source: SourcePath, text: str,
+                     first_party: frozenset[str]) -> tuple[Finding, ...] | None:
+    """The findings (before suppressions) an earlier scan cached for this very text, if any."""
+    if cache is None:
+        return None
+    found = cache.get(cache.key(source.kind, source.rel, first_party, text))
+    return found.raw if found is not None and isinstance(found.raw, tuple) else None
+
+
 def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True,
               config: Config | None = None, force_exclude: bool = False, cache: Path | None = None,
               workers: int | None = None) -> FixRun:
@@ -130,6 +140,8 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     known: dict[Path, tuple[Finding, ...]] = {}  #: findings of the result, from the engine's last pass
     added: list[Added] = []
     target = config.target if config else None
+    scanned = open_cache(cache, rules, config)
+    fixable = {rule.code for rule in rules.rules if rule.fix is not None}
     for source in discovery.files:
         if source.kind != "python":
             continue
@@ -140,6 +152,9 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
             continue  # the scan below reports it
         ignore = ignored_codes(config, source.path) if config else ()
         file_rules = RuleSet(r for r in rules.rules if not r.code.startswith(ignore)) if ignore else rules
+        cached = _cached_findings(scanned, source, text, first_party(source.path.parent))
+        if cached is not None and not any(f.rule in fixable for f in cached):
+            continue  # its last scan found nothing a fix is declared for: no parse needed
         result = fix_source(text, source.rel, file_rules, unsafe, first_party(source.path.parent), target)
         if result.error is not None:
             errors.append(FileError(source.rel, "fix", result.error))
@@ -158,6 +173,8 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
             known[source.path.absolute()] = result.findings
         if result.applied or result.not_fixed or result.error:
             files.append(result)
+    if scanned is not None:
+        scanned.close()
     after = scan_paths(paths, rules, overrides, config=config, force_exclude=force_exclude, cache=cache,
                        workers=workers, known=known)
     return FixRun(tuple(files), tuple(errors), after, tuple(added))
