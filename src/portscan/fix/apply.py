@@ -53,7 +53,7 @@ def added_findings(fixed: FileFix, rules: RuleSet, first_party: frozenset[str],
     guarded = {a.rule for a in fixed.applied
                if (rule := rules.by_code.get(a.rule)) and rule.fix and rule.fix.kind == "guard-import"}
     delta = Counter(f.rule for f in fixed.findings) if fixed.findings is not None else counts(fixed.fixed)
-    delta.subtract(counts(fixed.source))
+    delta.subtract(Counter(f.rule for f in fixed.before) if fixed.before is not None else counts(fixed.source))
     return tuple(Added(fixed.path, code, n, code in guarded) for code, n in sorted(delta.items()) if n > 0)
 
 

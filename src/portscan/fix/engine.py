@@ -14,13 +14,15 @@ parse and, when the input compiled, compile, or the file is left as it was.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
-from libcst.codemod import Codemod, CodemodCommand, CodemodContext
+from libcst.codemod import CodemodCommand, CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, ImportItem, RemoveImportsVisitor
+from libcst.metadata import MetadataWrapper
 
 from portscan.fix.rewrite import Declined, Edit, FixContext
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
@@ -29,7 +31,7 @@ from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.config import Target
 from portscan.fix.linediff import opcodes
-from portscan.match.python import ModuleWalk, match_python
+from portscan.match.python import ModuleWalk
 from portscan.model import Finding
 from portscan.scan import declares_extensions, findings_from
 from portscan.parse import LineIndex, SourceError, lines_with_ends, paused_gc, parse_python, with_deep_stack
@@ -76,6 +78,9 @@ class FileFix:
     #: ``portscan fix`` reports the result without scanning the file again (None: the
     #: engine did not parse the file, or it declares extensions, which the scan follows)
     findings: tuple[Finding, ...] | None = None
+    #: the same for ``source``, from the engine's first match (so ``fix`` counts what
+    #: its fixes added without scanning the input again)
+    before: tuple[Finding, ...] | None = None
 
     @property
     def changed(self) -> bool:
@@ -95,8 +100,9 @@ class _Pass(CodemodCommand):
     """One pass over one module. Results land in ``applied`` and ``not_fixed``."""
 
     def __init__(self, context: CodemodContext, rules: Sequence[Rule], first_party: frozenset[str],
-                 unsafe: bool, silenced: Callable[[Match], bool]) -> None:
+                 unsafe: bool, silenced: Callable[[Match], bool], source: str | None = None) -> None:
         super().__init__(context)
+        self.source = source  #: the text of the module the pass is given, when known
         self.rules = rules
         self.first_party = first_party
         self.unsafe = unsafe
@@ -104,12 +110,25 @@ class _Pass(CodemodCommand):
         self.applied: list[tuple[Match, Tier]] = []
         self.not_fixed: list[tuple[Match, str]] = []
         self.matches: list[Match] = []  #: every match in the pass's input
+        self.walk: ModuleWalk | None = None  #: the matcher's walk of the pass's input
 
-    def transform_module(self, tree: cst.Module) -> cst.Module:
+    def transform_module(self, tree: cst.Module, walk: ModuleWalk | None = None) -> cst.Module:
         """The pass, then LibCST's import visitors for what it scheduled (as
         :class:`CodemodCommand` runs them), except where a walk of the result shows they
-        have nothing to do: they cost most of a pass."""
-        tree = Codemod.transform_module(self, tree)
+        have nothing to do: they cost most of a pass. ``walk``: the matcher's walk of
+        ``tree`` for these rules, if there is one already.
+
+        The metadata wrapper does not copy ``tree`` (LibCST's ``Codemod`` deep-clones
+        it): the pass owns its input, so the walk's nodes are the tree's own."""
+        wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
+        outer = self.context
+        with self.resolve(wrapper):
+            self.context = dataclasses.replace(outer, wrapper=wrapper)
+            try:
+                self.walk = walk if walk is not None and walk.module is tree else None
+                tree = self.transform_module_impl(wrapper.module)
+            finally:
+                self.context = outer
         _drop_idle_import_changes(self.context, tree)
         for key, visitor in ((AddImportsVisitor.CONTEXT_KEY, AddImportsVisitor),
                              (RemoveImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor)):
@@ -118,8 +137,8 @@ class _Pass(CodemodCommand):
         return tree
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        walk = ModuleWalk(tree, self.rules, self.first_party)
-        ctx = FixContext(self.context, walk.names)
+        walk = self.walk or ModuleWalk(tree, self.rules, self.first_party)
+        ctx = FixContext(self.context, walk.names, self.source)
         self.matches = walk.matches()
         matches = fixable(self.matches, self.silenced)
         transforms: dict[str, list[Match]] = {}
@@ -148,7 +167,7 @@ class _Pass(CodemodCommand):
             redo = [_template(ctx, e.match) for e in edits if id(e.match) in chosen_matches]
             final = [e for e in redo if isinstance(e, Edit)]
             self.applied += [(e.match, e.tier) for e in final]
-            return tree.visit(_ApplyEdits(final))
+            return tree.visit(_ApplyEdits(final, {id(a) for e in final for a in (e.node, *ctx.ancestors(e.node))}))
         for name in sorted(transforms):
             outcome = TRANSFORMS[name](ctx, transforms[name], self.unsafe)
             self.not_fixed += [(d.match, d.reason) for d in outcome.declined]
@@ -193,8 +212,13 @@ class _ApplyEdits(cst.CSTTransformer):
     """Replace nodes by identity. A deleted statement's blank lines pass to the next one,
     so deleting a line does not glue two paragraphs together."""
 
-    def __init__(self, edits: Sequence[Edit]) -> None:
+    def __init__(self, edits: Sequence[Edit], holding: set[int]) -> None:
         self.edits = {e.node: e.replacement for e in edits}
+        self.holding = holding  #: ids of the edited nodes and their ancestors
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        """Only what holds an edit is rebuilt; the rest of the tree is kept as it is."""
+        return id(node) in self.holding
 
     def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode):  # type: ignore[override]
         if isinstance(updated_node, cst.Module | cst.IndentedBlock):
@@ -219,8 +243,10 @@ class _ApplyEdits(cst.CSTTransformer):
 
 def _non_overlapping(ctx: FixContext, edits: Sequence[Edit]) -> list[Edit]:
     """Edits whose nodes do not overlap, outermost first; the rest wait for the next pass."""
+    where = ctx.positions([edit.node for edit in edits])
+
     def extent(edit: Edit) -> tuple[tuple[int, int], tuple[int, int]]:
-        r = ctx.position(edit.node)
+        r = where[id(edit.node)]
         return (r.start.line, r.start.column), (r.end.line, r.end.column)
 
     chosen: list[Edit] = []
@@ -282,7 +308,15 @@ def _compiles(text: str, path: str) -> bool:
 
 class _DropDeadTry(cst.CSTTransformer):
     """``try: pass`` / ``except ImportError: raise ...`` is what is left of a guarded import
-    whose names a fix no longer uses: nothing in it can run, so it goes."""
+    whose names a fix no longer uses: nothing in it can run, so it goes. Statements the
+    pass left as they were (the same nodes as in its input) are not looked into."""
+
+    def __init__(self, unchanged: set[int]) -> None:
+        super().__init__()
+        self.unchanged = unchanged
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) not in self.unchanged and super().on_visit(node)
 
     def leave_Try(self, original_node: cst.Try, updated_node: cst.Try):  # type: ignore[override]
         body = [s for line in updated_node.body.body
@@ -330,26 +364,30 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     except SourceError as exc:
         return FileFix(path, text, text, error=exc.message)
     silenced = silencer(text)
-    matches = match_python(module, candidates, first_party)
+    walk = ModuleWalk(module, candidates, first_party)
+    matches = walk.matches()
     if not fixable(matches, silenced):  # the common case: no codemod
         return FileFix(path, text, text, findings=found(text, matches))
+    before = found(text, matches)
     compiled = _compiles(text, path)
     module_name, package = module_names(path)
     current = text
     origins = _Origins(text)
     applied: list[Applied] = []
     declined: list[tuple[Match, str]] = []
+    # the input must come back byte for byte (lone-CR line endings do not); what the
+    # passes write is LibCST's own code, so later passes need no such check
+    if module.code != current:
+        return FileFix(path, text, text, error="LibCST does not reproduce this file byte for byte "
+                                               "(unusual line endings?); left as it is")
     for _ in range(MAX_PASSES):
-        if module.code != current:  # e.g. lone-CR line endings: writing would change bytes
-            return FileFix(path, text, text, error="LibCST does not reproduce this file byte for byte "
-                                                   "(unusual line endings?); left as it is")
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
-        last = _Pass(context, candidates, first_party, unsafe, silenced)
+        last = _Pass(context, candidates, first_party, unsafe, silenced, current)
         declined = last.not_fixed
         try:
-            fixed = last.transform_module(module)
+            fixed = last.transform_module(module, walk)
             if last.applied:
-                fixed = fixed.visit(_DropDeadTry())
+                fixed = fixed.visit(_DropDeadTry({id(statement) for statement in module.body}))
             new = fixed.code
         except RecursionError:
             raise  # fix_source retries with a deeper stack
@@ -370,7 +408,8 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         applied += origins.advance(new, last.applied)
         current = new
         candidates, silenced = rules.candidates(current), silencer(current)
-        matches = match_python(module, candidates, first_party)
+        walk = ModuleWalk(module, candidates, first_party)
+        matches = walk.matches()
         if not fixable(matches, silenced):  # settled: nothing left
             declined = []
             break
@@ -380,7 +419,8 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, origins.input_line(m.start), reason)
                               for m, reason in declined},
                              key=lambda n: (n.line, n.rule)))
-    return FileFix(path, text, current, tuple(applied), not_fixed, findings=found(current, matches))
+    return FileFix(path, text, current, tuple(applied), not_fixed, findings=found(current, matches),
+                   before=before)
 
 
 def changed_blocks(old: str, new: str) -> list[tuple[int, int, int, int]]:

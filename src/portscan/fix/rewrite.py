@@ -13,19 +13,21 @@ after the rewrite. Both run when the pass ends (see :mod:`portscan.fix.engine`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.helpers import get_absolute_module_from_package_for_import
-from libcst.metadata import CodeRange, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, PositionProvider
 
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
 from portscan.match.fixsites import parents
+from portscan.match.locate import locate
 from portscan.match.python import Names, Scope
+from portscan.parse import LineIndex
 
 Replacement = cst.CSTNode | cst.FlattenSentinel | cst.RemovalSentinel
 
@@ -61,11 +63,12 @@ class Declined:
 class FixContext:
     """Metadata over one module for the length of one fix pass."""
 
-    def __init__(self, context: CodemodContext, names: Names) -> None:
+    def __init__(self, context: CodemodContext, names: Names, text: str | None = None) -> None:
         assert context.wrapper is not None
         self.context = context
         self.module = context.wrapper.module
         self.names = names  #: from the matcher's walk of this same tree
+        self.text = text  #: the module's source, when known (then positions are counted, not resolved)
 
     @functools.cached_property
     def _parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
@@ -100,8 +103,26 @@ class FixContext:
                 return candidate
         return None
 
+    def positions(self, nodes: Sequence[cst.CSTNode]) -> dict[int, CodeRange]:
+        """Where each node is (by id), as LibCST's ``PositionProvider`` tells it. With the
+        module's text known, from one counting code generation up to the last of them
+        (:func:`portscan.match.locate.locate`) rather than a position for every node."""
+        if self.text is None:
+            return {id(node): self._positions[node] for node in nodes}
+        index = self._lines
+        found = {}
+        for key, (start, end) in locate(self.module, nodes).items():
+            (line, column), (end_line, end_column) = index.position(start), index.position(end)
+            found[key] = CodeRange(CodePosition(line, column - 1), CodePosition(end_line, end_column - 1))
+        return found
+
+    @functools.cached_property
+    def _lines(self) -> LineIndex:
+        assert self.text is not None
+        return LineIndex(self.text)
+
     def position(self, node: cst.CSTNode) -> CodeRange:
-        return self._positions[node]
+        return self.positions([node])[id(node)]
 
     def line(self, node: cst.CSTNode) -> int:
         return self._positions[node].start.line

@@ -1727,6 +1727,7 @@ class ModuleWalk:
         self.collector = _Collector(_Index(rules), first_party, extensions)
         self.collector.walk(module)
         self.resolver = _Resolver(module, self.collector)
+        self._matches: list[Match] | None = None
         self.extensions: tuple[ExtensionDecl, ...] = ()
         if extensions:
             found = self.resolver.extensions()
@@ -1735,8 +1736,10 @@ class ModuleWalk:
                                     for call, name, sources in found)
 
     def matches(self) -> list[Match]:
-        """Every match of the rules, located by character offsets."""
-        return _matches(self.module, self.collector, self.resolver)
+        """Every match of the rules, located by character offsets (worked out once)."""
+        if self._matches is None:
+            self._matches = _matches(self.module, self.collector, self.resolver)
+        return list(self._matches)
 
     @functools.cached_property
     def names(self) -> Names:
