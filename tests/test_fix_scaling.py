@@ -121,3 +121,23 @@ def test_fix_gives_libcst_only_files_with_something_to_fix(tmp_path, monkeypatch
     assert report in parsed  # without the cache it is parsed to find that out
     assert [(f.path, f.applied) for f in cached.files] == [(f.path, f.applied) for f in uncached.files]
     assert cached.after.findings == uncached.after.findings
+
+
+def test_a_scan_with_nothing_to_parse_never_imports_libcst(tmp_path) -> None:
+    """The match kinds name LibCST's node classes, but load it only on first use: a
+    scan whose files are all cached (or prefiltered out) does not import it (0.1 s)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fixture = Path(__file__).parent.parent / "fixtures" / "cuda-trainer"
+    env = {"PORTSCAN_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
+    probe = ("import sys; from portscan.cli import main; main(['scan', '--format', 'json', '-o', sys.argv[2], "
+             "sys.argv[1]]); print('libcst._nodes.base' in sys.modules)")
+    first = subprocess.run([sys.executable, "-c", probe, str(fixture), str(tmp_path / "a.json")],
+                           capture_output=True, text=True, env=env, check=False)
+    warm = subprocess.run([sys.executable, "-c", probe, str(fixture), str(tmp_path / "b.json")],
+                          capture_output=True, text=True, env=env, check=False)
+    assert first.stdout.strip() == "True", first.stderr  # files were parsed: it was loaded
+    assert warm.stdout.strip() == "False", warm.stderr
+    assert (tmp_path / "a.json").read_text().count('"rule"') == (tmp_path / "b.json").read_text().count('"rule"')

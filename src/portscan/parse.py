@@ -10,6 +10,7 @@ import ast
 import bisect
 import contextlib
 import gc
+import importlib.util
 import io
 import re
 import sys
@@ -17,6 +18,7 @@ import threading
 import tokenize
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, TypeVar
 
 
@@ -122,6 +124,23 @@ def decode_text(data: bytes) -> str:
     if b"\x00" in data:
         raise SourceError("binary", "binary content (NUL bytes) in a text file")
     return data.decode("utf-8-sig", errors="replace")
+
+
+def lazy_libcst() -> ModuleType:
+    """libcst, loaded on first use of one of its names (``importlib``'s ``LazyLoader``):
+    the match kinds name its node classes at module level, yet a scan with nothing to
+    parse (every file cached or prefiltered out) never imports it."""
+    loaded = sys.modules.get("libcst")
+    if loaded is not None:
+        return loaded
+    spec = importlib.util.find_spec("libcst")
+    assert spec is not None and spec.loader is not None
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["libcst"] = module
+    loader.exec_module(module)
+    return module
 
 
 def parse_python(text: str) -> cst.Module:

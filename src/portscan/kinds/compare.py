@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import libcst as cst
+from typing import Any, ClassVar, TYPE_CHECKING
 
 from portscan.kinds.python_surface import PythonSurface, same_text
 from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import MISSING, Literal, PatternError, TableReader, literal_in
+from portscan.parse import lazy_libcst
+
+if TYPE_CHECKING:
+    import libcst as cst
+else:
+    cst = lazy_libcst()
 
 #: Written with the call on the left: ``f() in (...)`` is "in"; ``"x" in f()`` is "contains".
 #: an operator with its sides swapped (``3 < x`` is ``x > 3``)

@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import libcst as cst
+from typing import Any, ClassVar, TYPE_CHECKING
 
 from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.bounded import Regex
 from portscan.kinds.common import CI, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader, literal_in
+from portscan.parse import lazy_libcst
+
+if TYPE_CHECKING:
+    import libcst as cst
+else:
+    cst = lazy_libcst()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,14 +8,18 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import libcst as cst
+from typing import Any, ClassVar, TYPE_CHECKING
 
 from portscan.kinds.python_surface import PythonSurface
 from portscan.kinds.common import PYTHON, code_list, is_at_or_below
 from portscan.ruleset.prefilter import Fragment, Token, import_anchor, segment_sets
 from portscan.ruleset.table import PatternError, TableReader
+from portscan.parse import lazy_libcst
+
+if TYPE_CHECKING:
+    import libcst as cst
+else:
+    cst = lazy_libcst()
 
 #: a full dotted path, ``pkg.mod.Class``: a module below the package and a name in it
 #: (``"cutlass.Float32"``, a name one level down, is as often a code-generation string)

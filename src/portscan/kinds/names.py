@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
-
-import libcst as cst
+from typing import Any, ClassVar, TYPE_CHECKING
 
 from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import PatternError, TableReader
+from portscan.parse import lazy_libcst
+
+if TYPE_CHECKING:
+    import libcst as cst
+else:
+    cst = lazy_libcst()
 
 #: a carried value is followed through at most this many locals (``A = name; B = A``)
 _HOPS = 3

@@ -13,11 +13,15 @@ reads the sites below needs no edit there.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Set
-from typing import Any, Protocol, TypeVar
-
-import libcst as cst
+from typing import Any, Protocol, TYPE_CHECKING, TypeVar
 
 from portscan.kinds.sites import ArgumentSite
+from portscan.parse import lazy_libcst
+
+if TYPE_CHECKING:
+    import libcst as cst
+else:
+    cst = lazy_libcst()
 
 P = TypeVar("P")
 

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TYPE_CHECKING
 
 from portscan.bounded import Regex
 from portscan.kinds.python_surface import PythonSurface, rules_by
-import libcst as cst
 
 from portscan.kinds.common import ONE_LINE, PYTHON, WORDISH, code_list
 from portscan.ruleset.prefilter import Token, regex_fragments, required_literals
 from portscan.ruleset.table import PatternError, TableReader
+from portscan.parse import lazy_libcst
+
+if TYPE_CHECKING:
+    import libcst as cst
+else:
+    cst = lazy_libcst()
 
 
 @dataclass(frozen=True, slots=True)
