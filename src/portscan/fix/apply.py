@@ -152,10 +152,11 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
             continue  # the scan below reports it
         ignore = ignored_codes(config, source.path) if config else ()
         file_rules = RuleSet(r for r in rules.rules if not r.code.startswith(ignore)) if ignore else rules
-        cached = _cached_findings(scanned, source, text, first_party(source.path.parent))
+        own = first_party(source.path.parent)
+        cached = _cached_findings(scanned, source, text, own)
         if cached is not None and not any(f.rule in fixable for f in cached):
             continue  # its last scan found nothing a fix is declared for: no parse needed
-        result = fix_source(text, source.rel, file_rules, unsafe, first_party(source.path.parent), target)
+        result = fix_source(text, source.rel, file_rules, unsafe, own, target)
         if result.error is not None:
             errors.append(FileError(source.rel, "fix", result.error))
         if result.changed:
@@ -168,7 +169,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
                 result = FileFix(result.path, result.source, result.source, error=str(exc))
             else:
                 overrides[source.path.absolute()] = result.fixed
-                added += added_findings(result, file_rules, first_party(source.path.parent), target)
+                added += added_findings(result, file_rules, own, target)
         if result.findings is not None and file_rules is rules:
             known[source.path.absolute()] = result.findings
         if result.applied or result.not_fixed or result.error:

@@ -100,9 +100,10 @@ class _Pass(CodemodCommand):
     """One pass over one module. Results land in ``applied`` and ``not_fixed``."""
 
     def __init__(self, context: CodemodContext, rules: Sequence[Rule], first_party: frozenset[str],
-                 unsafe: bool, silenced: Callable[[Match], bool], source: str | None = None) -> None:
+                 unsafe: bool, silenced: Callable[[Match], bool], source: str, walk: ModuleWalk) -> None:
         super().__init__(context)
-        self.source = source  #: the text of the module the pass is given, when known
+        self.source = source  #: the text of the module the pass is given
+        self.walk = walk  #: the matcher's walk of that module, for these rules
         self.rules = rules
         self.first_party = first_party
         self.unsafe = unsafe
@@ -110,22 +111,20 @@ class _Pass(CodemodCommand):
         self.applied: list[tuple[Match, Tier]] = []
         self.not_fixed: list[tuple[Match, str]] = []
         self.matches: list[Match] = []  #: every match in the pass's input
-        self.walk: ModuleWalk | None = None  #: the matcher's walk of the pass's input
 
-    def transform_module(self, tree: cst.Module, walk: ModuleWalk | None = None) -> cst.Module:
-        """The pass, then LibCST's import visitors for what it scheduled (as
-        :class:`CodemodCommand` runs them), except where a walk of the result shows they
-        have nothing to do: they cost most of a pass. ``walk``: the matcher's walk of
-        ``tree`` for these rules, if there is one already.
+    def transform_module(self, tree: cst.Module) -> cst.Module:
+        """The pass over ``tree`` (the module of ``walk``), then LibCST's import visitors
+        for what it scheduled (as :class:`CodemodCommand` runs them), except where a walk
+        of the result shows they have nothing to do: they cost most of a pass.
 
         The metadata wrapper does not copy ``tree`` (LibCST's ``Codemod`` deep-clones
         it): the pass owns its input, so the walk's nodes are the tree's own."""
+        assert self.walk.module is tree
         wrapper = MetadataWrapper(tree, unsafe_skip_copy=True)
         outer = self.context
         with self.resolve(wrapper):
             self.context = dataclasses.replace(outer, wrapper=wrapper)
             try:
-                self.walk = walk if walk is not None and walk.module is tree else None
                 tree = self.transform_module_impl(wrapper.module)
             finally:
                 self.context = outer
@@ -137,9 +136,8 @@ class _Pass(CodemodCommand):
         return tree
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        walk = self.walk or ModuleWalk(tree, self.rules, self.first_party)
-        ctx = FixContext(self.context, walk.names, self.source)
-        self.matches = walk.matches()
+        ctx = FixContext(self.context, self.walk.names, self.source)
+        self.matches = self.walk.matches()
         matches = fixable(self.matches, self.silenced)
         transforms: dict[str, list[Match]] = {}
         edits: list[Edit] = []
@@ -382,10 +380,10 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
                                                "(unusual line endings?); left as it is")
     for _ in range(MAX_PASSES):
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
-        last = _Pass(context, candidates, first_party, unsafe, silenced, current)
+        last = _Pass(context, candidates, first_party, unsafe, silenced, current, walk)
         declined = last.not_fixed
         try:
-            fixed = last.transform_module(module, walk)
+            fixed = last.transform_module(module)
             if last.applied:
                 fixed = fixed.visit(_DropDeadTry({id(statement) for statement in module.body}))
             new = fixed.code

@@ -46,7 +46,7 @@ def _middle(a: Sequence[str], b: Sequence[str], i1: int, i2: int, j1: int, j2: i
     if i1 == i2 and j1 == j2:
         return
     if i1 == i2 or j1 == j2:
-        out.append(("insert" if i1 == i2 else "delete", i1, i2, j1, j2))
+        out.append((_changed(i1, i2, j1, j2), i1, i2, j1, j2))
         return
     if (i2 - i1) * (j2 - j1) <= DIRECT_PAIRS:
         matcher = difflib.SequenceMatcher(None, a[i1:i2], b[j1:j2], autojunk=False)
@@ -113,10 +113,13 @@ def _merged(found: list[Opcode]) -> list[Opcode]:
         if out:
             last = out[-1]
             if last[0] == tag == "equal" or (last[0] != "equal" and tag != "equal"):
-                merged = "equal" if tag == "equal" else (
-                    "replace" if (last[2] - last[1] + i2 - i1) and (last[4] - last[3] + j2 - j1) else
-                    "delete" if (last[2] - last[1] + i2 - i1) else "insert")
+                merged = "equal" if tag == "equal" else _changed(last[1], i2, last[3], j2)
                 out[-1] = (merged, last[1], i2, last[3], j2)
                 continue
         out.append((tag, i1, i2, j1, j2))
     return out
+
+
+def _changed(i1: int, i2: int, j1: int, j2: int) -> str:
+    """The tag of a changed block: lines on both sides, only old ones, or only new ones."""
+    return "replace" if i2 > i1 and j2 > j1 else "delete" if i2 > i1 else "insert"

@@ -20,7 +20,7 @@ import libcst as cst
 from libcst.codemod import CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, RemoveImportsVisitor
 from libcst.helpers import get_absolute_module_from_package_for_import
-from libcst.metadata import CodePosition, CodeRange, PositionProvider
+from libcst.metadata import CodePosition, CodeRange
 
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
@@ -63,21 +63,16 @@ class Declined:
 class FixContext:
     """Metadata over one module for the length of one fix pass."""
 
-    def __init__(self, context: CodemodContext, names: Names, text: str | None = None) -> None:
+    def __init__(self, context: CodemodContext, names: Names, text: str) -> None:
         assert context.wrapper is not None
         self.context = context
         self.module = context.wrapper.module
         self.names = names  #: from the matcher's walk of this same tree
-        self.text = text  #: the module's source, when known (then positions are counted, not resolved)
+        self.lines = LineIndex(text)  #: of the module's source, for the positions of its nodes
 
     @functools.cached_property
     def _parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
         return parents(self.module)  # the matcher's map (code-carrying nodes), shared with the scan's decisions
-
-    @functools.cached_property
-    def _positions(self) -> Mapping[cst.CSTNode, CodeRange]:
-        assert self.context.wrapper is not None
-        return self.context.wrapper.resolve(PositionProvider)
 
     # -- structure --------------------------------------------------------------
 
@@ -104,28 +99,17 @@ class FixContext:
         return None
 
     def positions(self, nodes: Sequence[cst.CSTNode]) -> dict[int, CodeRange]:
-        """Where each node is (by id), as LibCST's ``PositionProvider`` tells it. With the
-        module's text known, from one counting code generation up to the last of them
-        (:func:`portscan.match.locate.locate`) rather than a position for every node."""
-        if self.text is None:
-            return {id(node): self._positions[node] for node in nodes}
-        index = self._lines
+        """Where each node is (by id), as LibCST's ``PositionProvider`` tells it: from one
+        counting code generation up to the last of them (:func:`portscan.match.locate.locate`),
+        rather than a position for every node of the module."""
         found = {}
         for key, (start, end) in locate(self.module, nodes).items():
-            (line, column), (end_line, end_column) = index.position(start), index.position(end)
+            (line, column), (end_line, end_column) = self.lines.position(start), self.lines.position(end)
             found[key] = CodeRange(CodePosition(line, column - 1), CodePosition(end_line, end_column - 1))
         return found
 
-    @functools.cached_property
-    def _lines(self) -> LineIndex:
-        assert self.text is not None
-        return LineIndex(self.text)
-
-    def position(self, node: cst.CSTNode) -> CodeRange:
-        return self.positions([node])[id(node)]
-
     def line(self, node: cst.CSTNode) -> int:
-        return self._positions[node].start.line
+        return self.positions([node])[id(node)].start.line
 
     def scope(self, node: cst.CSTNode) -> Scope:
         """The scope ``node`` is evaluated in."""

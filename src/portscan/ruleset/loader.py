@@ -211,11 +211,6 @@ class RuleSet:
         wanted = set(codes)
         return RuleSet(rule for rule in self.rules if rule.code in wanted)
 
-    @property
-    def prefilter(self) -> Prefilter[Rule]:
-        """The Python rules' literal prefilter (also for pieces of a file: the lean parse path)."""
-        return self._prefilter
-
     def candidates(self, text: str) -> tuple[Rule, ...]:
         """Python rules that could match ``text`` (see :meth:`Prefilter.candidates`)."""
         return self._prefilter.candidates(text)

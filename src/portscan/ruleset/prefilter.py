@@ -57,9 +57,9 @@ _CONTINUATION = re.compile(r"\\\r?\n")
 
 def import_lines(text: str) -> str:
     """Every line that may hold an import statement (``x = 1; import y`` too), with the
-    lines a trailing backslash continues it onto (as one line), joined: what anchors search. Found
-    from the occurrences of ``import`` (every import statement spells it), which is
-    far cheaper than testing every line."""
+    lines a trailing backslash continues it onto (as one line), joined: what anchors
+    search. Found from the occurrences of ``import`` (every import statement spells
+    it), which is far cheaper than testing every line."""
     lines: list[str] = []
     find, end = text.find, -1
     at = find("import")
@@ -192,6 +192,8 @@ def ascii_words(text: str) -> list[str]:
     in it gives its ASCII parts: a superset of the words a rule token can be). A byte
     translation is several times faster than a ``\\w+`` regex over a large file."""
     return text.encode("utf-8", "surrogatepass").translate(_WORD_BYTES).decode("ascii").split()
+
+
 R = TypeVar("R")
 
 
@@ -225,9 +227,6 @@ class _Text:
             self.known[token] = known
         return known
 
-    def has(self, token: Token) -> bool:
-        return token in self.words if isinstance(token, str) and token not in self.compounds else self.occurs(token)
-
 
 class Prefilter(Generic[R]):
     """Which of some rules could match a text, from each rule's token sets alone."""
@@ -241,11 +240,10 @@ class Prefilter(Generic[R]):
         self._compounds = {t: re.compile(r"(?<!\w)" + re.escape(t) + r"(?!\w)")
                            for t in sorted(words - self._words)}
         self._rules = tuple(rule for rule, _ in planned)
-        self._sets = tuple(sets for _, sets in planned)
         #: each token set as (rule's position, its plain words, the rest), filed under its
         #: longest plain word (None: it has none), so a text's words pick the sets to test
         self._by_word: dict[str | None, list[tuple[int, frozenset[str], tuple[Token, ...]]]] = {}
-        for position, sets in enumerate(self._sets):
+        for position, (_, sets) in enumerate(planned):
             for token_set in sets:
                 cheap = frozenset(t for t in token_set if t in self._words)
                 key = max(cheap, key=lambda w: (len(w), w)) if cheap else None
@@ -271,37 +269,3 @@ class Prefilter(Generic[R]):
                 if position not in found and cheap <= seen.words and all(seen.occurs(t) for t in rest):
                     found.add(position)
         return tuple(self._rules[i] for i in sorted(found))
-
-    def sites(self, text: str, rules: Iterable[R]) -> SiteTest:
-        """The token sets of ``rules`` (some of this prefilter's) that ``text`` has every
-        token of, to test pieces of it with (see :class:`SiteTest`)."""
-        wanted = {id(rule) for rule in rules}
-        seen = _Text(text, self._words, self._compounds)
-        sets = tuple({s for position, sets in enumerate(self._sets) if id(self._rules[position]) in wanted
-                      for s in sets if all(seen.has(t) for t in s)})
-        return SiteTest(sets, self._compounds)
-
-
-class SiteTest:
-    """Which of one file's satisfiable token sets a piece of it, or a union of pieces,
-    satisfies: a token occurs in a union of pieces where it occurs in one of them
-    (pieces are whole lines, and no token spans lines), so the tokens of each piece are
-    found once and unions are set unions."""
-
-    def __init__(self, sets: tuple[frozenset[Token], ...], compounds: dict[str, re.Pattern[str]]) -> None:
-        self.sets = sets
-        vocabulary = frozenset(t for s in sets for t in s)
-        self._words = frozenset(t for t in vocabulary if isinstance(t, str) and t not in compounds)
-        self._others = tuple(t for t in vocabulary if t not in self._words)
-        self._compounds = compounds
-
-    def tokens(self, piece: str) -> frozenset[Token]:
-        """The tokens of the file's satisfiable sets that occur in ``piece``."""
-        if not self.sets:
-            return frozenset()
-        seen = _Text(piece, self._words, self._compounds)
-        return frozenset(seen.words).union(t for t in self._others if seen.occurs(t))
-
-    def passes(self, tokens: frozenset[Token]) -> bool:
-        """Do ``tokens`` hold every token of one of the sets?"""
-        return any(s <= tokens for s in self.sets)

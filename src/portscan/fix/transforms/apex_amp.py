@@ -403,7 +403,8 @@ class _Builder:
                             raise Decline("gradient clipping with several optimizers")
                         statements[statement] = next(iter(distinct.values()))
         seen_blocks: set[int] = set()
-        for statement in sorted(statements, key=lambda s: ctx.line(s)):
+        where = ctx.positions(list(statements))
+        for statement in sorted(statements, key=lambda s: where[id(s)].start.line):
             if not any(_runs_before(ctx, statement, step) for step in steps):
                 raise Decline("gradient clipping does not run once per optimizer.step() (gradient "
                               "accumulation?); move it next to the step by hand")
