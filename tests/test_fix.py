@@ -196,7 +196,7 @@ def test_guarded_findings_are_not_rewritten(rules) -> None:
 
 
 def test_unsafe_fixes_need_the_flag(rules) -> None:
-    source = "from apex.optimizers import FusedSGD\nopt = FusedSGD(params, 0.1)\n"
+    source = "from apex.optimizers import FusedSGD\nopt = FusedSGD(params, 0.1, set_grad_none=True)\n"
     safe = fix_source(source, "a.py", rules)
     assert not safe.changed and [n.rule for n in safe.not_fixed] == ["PS213"]
     assert "--unsafe-fixes" in safe.not_fixed[0].reason
@@ -310,7 +310,7 @@ def test_symlinks_are_not_replaced(tmp_path: Path, rules) -> None:
 
 
 def test_cli_exit_codes_and_selection(tmp_path: Path, capsys) -> None:
-    (tmp_path / "a.py").write_text(AMP_SOURCE + "from apex.optimizers import FusedSGD\nopt = FusedSGD(p, 0.1)\n")
+    (tmp_path / "a.py").write_text(AMP_SOURCE + "from apex.optimizers import FusedSGD\nopt = FusedSGD(p, 0.1, set_grad_none=True)\n")
     assert main(["fix", "--diff", "--select", "PS2", str(tmp_path)]) == 0  # PS213 is unsafe: no diff
     assert capsys.readouterr().out == ""
     assert main(["fix", "--diff", "--ignore", "PS316", "--unsafe-fixes", str(tmp_path)]) == 1

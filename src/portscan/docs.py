@@ -68,8 +68,18 @@ def _describe_fix(fix: FixSpec) -> str:
         if entry.require:
             text += "; left to you unless " + ", ".join(
                 f"`{k}` is {' or '.join(repr(v) for v in vals)}" for k, vals in entry.require.items())
+        if entry.source_only:
+            text += "; left to you where the module uses " + code_list(entry.source_only) + \
+                f", which `{entry.to}` does not have"
         parts.append(f"- {text}.")
-    return "Rewrites each call, mapping its arguments and the imports:\n\n" + "\n".join(parts)
+        if entry.options:
+            parts += ["", "  | argument | how the rewrite accounts for it |", "  |---|---|",
+                      *(f"  | `{name}` | {_cell(how)} |" for name, how in entry.options.items()), ""]
+    return "Rewrites each call, mapping its arguments and the imports:\n\n" + "\n".join(parts).rstrip("\n")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
 
 
 def fix_section(rule: Rule) -> list[str]:

@@ -31,6 +31,7 @@ from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.config import Target
 from portscan.fix.linediff import opcodes
+from portscan.match.levels import FALLBACK, TYPE_CHECKING, VENDOR_BRANCH
 from portscan.match.python import ModuleWalk
 from portscan.model import Finding
 from portscan.scan import declares_extensions, findings_from
@@ -136,8 +137,8 @@ class _Pass(CodemodCommand):
         return tree
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
-        ctx = FixContext(self.context, self.walk.names, self.source)
         self.matches = self.walk.matches()
+        ctx = FixContext(self.context, self.walk.names, self.source, self.matches)
         matches = fixable(self.matches, self.silenced)
         transforms: dict[str, list[Match]] = {}
         edits: list[Edit] = []
@@ -285,6 +286,26 @@ def fixable(matches: Sequence[Match], silenced: Callable[[Match], bool]) -> list
     return [m for m in matches if m.rule.fix is not None and m.guard is None and m.fixable and not silenced(m)]
 
 
+#: why guarded code is not rewritten, per guard (see :mod:`portscan.match.guards`)
+_GUARDED = {
+    FALLBACK: "in a `try` whose handler copes with the failure (guarded: fallback); guarded code is never rewritten",
+    VENDOR_BRANCH: "in a branch that already checks the GPU vendor (guarded: vendor-branch); left as it is",
+    TYPE_CHECKING: "under `if TYPE_CHECKING:` (never runs); left as it is",
+}
+
+_FOLDED = ("its import is in a `try` whose handler binds a fallback (guarded: fallback); each path is "
+           "left as it is")
+
+
+def guarded(matches: Sequence[Match], silenced: Callable[[Match], bool]) -> list[tuple[Match, str]]:
+    """The matches a fix skips because the code is guarded, with the reason, so every
+    skipped site is listed. A guarded import whose rule's fix is to guard it is already
+    what the fix would write; a fallback that binds an equivalent loses nothing."""
+    return [(m, _FOLDED if m.folded and m.guard == FALLBACK else _GUARDED[m.guard]) for m in matches
+            if m.rule.fix is not None and m.guard in _GUARDED and m.fixable
+            and m.rule.fix.kind != "guard-import" and not silenced(m)]
+
+
 def module_names(path: str) -> tuple[str, str]:
     """(module, package) for a path relative to the project root, for relative imports."""
     parts = path.removesuffix(".py").split("/")
@@ -365,7 +386,10 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     walk = ModuleWalk(module, candidates, first_party)
     matches = walk.matches()
     if not fixable(matches, silenced):  # the common case: no codemod
-        return FileFix(path, text, text, findings=found(text, matches))
+        index = LineIndex(text)
+        skipped = tuple(NotFixed(m.rule.code, m.rule.name, index.position(m.start)[0], reason)
+                        for m, reason in guarded(matches, silenced))
+        return FileFix(path, text, text, not_fixed=skipped, findings=found(text, matches))
     before = found(text, matches)
     compiled = _compiles(text, path)
     module_name, package = module_names(path)
@@ -378,6 +402,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     if module.code != current:
         return FileFix(path, text, text, error="LibCST does not reproduce this file byte for byte "
                                                "(unusual line endings?); left as it is")
+    free = walk.names.free  # names the input uses without binding them (builtins, ...)
     for _ in range(MAX_PASSES):
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
         last = _Pass(context, candidates, first_party, unsafe, silenced, current, walk)
@@ -406,7 +431,12 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         applied += origins.advance(new, last.applied)
         current = new
         candidates, silenced = rules.candidates(current), silencer(current)
+        imported = walk.names.from_imports
         walk = ModuleWalk(module, candidates, first_party)
+        lost = sorted((walk.names.free - free) & imported)
+        if lost:  # an import removed while the module still uses its name
+            return FileFix(path, text, text, error=f"a fix left `{lost[0]}` used but no longer defined; "
+                                                   "the file is unchanged; please report it")
         matches = walk.matches()
         if not fixable(matches, silenced):  # settled: nothing left
             declined = []
@@ -415,7 +445,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
                                                "the file is unchanged")
     not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, origins.input_line(m.start), reason)
-                              for m, reason in declined},
+                              for m, reason in [*declined, *guarded(matches, silenced)]},
                              key=lambda n: (n.line, n.rule)))
     return FileFix(path, text, current, tuple(applied), not_fixed, findings=found(current, matches),
                    before=before)

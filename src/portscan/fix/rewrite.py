@@ -63,9 +63,10 @@ class Declined:
 class FixContext:
     """Metadata over one module for the length of one fix pass."""
 
-    def __init__(self, context: CodemodContext, names: Names, text: str) -> None:
+    def __init__(self, context: CodemodContext, names: Names, text: str, matches: Sequence[Match] = ()) -> None:
         assert context.wrapper is not None
         self.context = context
+        self.matches = matches  #: every match of the pass's rules in the module
         self.module = context.wrapper.module
         self.names = names  #: from the matcher's walk of this same tree
         self.lines = LineIndex(text)  #: of the module's source, for the positions of its nodes
@@ -108,6 +109,22 @@ class FixContext:
             found[key] = CodeRange(CodePosition(line, column - 1), CodePosition(end_line, end_column - 1))
         return found
 
+    @functools.cached_property
+    def _attributes(self) -> dict[str, list[cst.Attribute]]:
+        found: dict[str, list[cst.Attribute]] = {}
+        for node in self._parents:
+            if isinstance(node, cst.Attribute):
+                found.setdefault(node.attr.value, []).append(node)
+        return found
+
+    def attribute_uses(self, names: set[str]) -> list[cst.Attribute]:
+        """Every ``x.<name>`` in the module for these attribute names, in source order."""
+        found = [node for name in names for node in self._attributes.get(name, ())]
+        if len(found) > 1:
+            where = self.positions(found)
+            found.sort(key=lambda n: (where[id(n)].start.line, where[id(n)].start.column))
+        return found
+
     def line(self, node: cst.CSTNode) -> int:
         return self.positions([node])[id(node)].start.line
 
@@ -137,12 +154,42 @@ class FixContext:
         AddImportsVisitor.add_needed_import(self.context, root)
         return cst.parse_expression(qualified)
 
+    def _probe(self, statement: cst.CSTNode) -> bool:
+        """Is this import in the body of a ``try`` whose handler copes? Then it is a probe:
+        removing it changes more than the names it binds (``HAS_APEX = True`` after it
+        would always run, or the ``try`` would be left as ``pass``)."""
+        line = self.parent(statement)
+        block = self.parent(line) if line is not None else None
+        owner = self.parent(block) if block is not None else None
+        return isinstance(owner, cst.Try) and block is owner.body \
+            and not all(_only_raises(handler) for handler in owner.handlers)
+
+    def probed(self, node: cst.CSTNode) -> str | None:
+        """Why ``node`` is not rewritten: a name it uses comes from a probing import (see
+        :meth:`_probe`). The import would have to stay, so the module would still probe for
+        the package and take the other path where it is missing: the rewrite would change
+        only the machines that have it."""
+        for local, statement in self.names.imports_used(node):
+            reason = self.probing(statement, local.split(".")[0])
+            if reason is not None:
+                return reason
+        return None
+
+    def probing(self, statement: cst.Import | cst.ImportFrom, name: str) -> str | None:
+        """Why an import's names are not rewritten, if it is a probe (see :meth:`probed`)."""
+        if not self._probe(statement):
+            return None
+        return (f"`{name}` comes from the `try` at line {self.line(statement)}, which tests whether "
+                "the package is installed; port that test and its branches by hand")
+
     def release_imports(self, node: cst.CSTNode) -> None:
         """Schedule the imports ``node`` used for removal; LibCST's
         :class:`RemoveImportsVisitor` removes those nothing else uses when the pass ends.
         (What ``remove_unused_import_by_node`` does, with the names resolved by the walk.)"""
         for local, statement in self.names.imports_used(node):
             if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+                continue
+            if self._probe(statement):
                 continue
             module = None
             if isinstance(statement, cst.ImportFrom):
@@ -159,3 +206,14 @@ class FixContext:
                 else:
                     RemoveImportsVisitor.remove_unused_import(self.context, module, obj=alias.evaluated_name,
                                                               asname=alias.evaluated_alias)
+
+
+def _only_raises(handler: cst.ExceptHandler) -> bool:
+    """Does an ``except`` handler do nothing but raise (so nothing runs without the import)?"""
+    suite = handler.body
+    if isinstance(suite, cst.SimpleStatementSuite):
+        smalls: list[cst.CSTNode] = list(suite.body)
+    else:
+        smalls = [small for line in suite.body
+                  for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)

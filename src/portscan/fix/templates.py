@@ -43,9 +43,15 @@ def replace(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
         return Declined(match, reason)
     entry = spec.replacement_for(match.variables.get("name", ""))
     assert entry is not None
+    blocking = source_only_use(ctx, entry) or ctx.probed(node)
+    if blocking is not None:
+        return Declined(match, blocking)
     parent = ctx.parent(node)
     if isinstance(parent, cst.Call) and parent.func is node:
         return _replace_call(ctx, match, spec, entry, parent)
+    waiting = _unrewritten_call(ctx, match)
+    if waiting is not None:
+        return Declined(match, waiting)
     reference = ctx.reference(entry.to, node)  # a rename, or a call written for a decorator
     if reference is None:
         return Declined(match, f"`{entry.to.split('.')[0]}` means something else here")
@@ -78,12 +84,17 @@ def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
     values = {name: literal(arg.value) for name, arg in bound.items()}
     for name in [*entry.require, *(n for case in entry.cases for n in case.when)]:
         if name not in bound:
+            default = entry.source_defaults.get(name, MISSING)
+            if name in entry.require and default is not MISSING and not literal_in(default, entry.require[name]):
+                return Declined(match, f"`{name}` is left at its default `{ctx.module.code_for_node(literal_node(default))}`"
+                                       f", which the replacement cannot keep: {entry.options.get(name, '')}".rstrip(": "))
             continue
         shown = ctx.module.code_for_node(bound[name].value)
         if values[name] is MISSING:
             return Declined(match, f"`{name}={shown}` is decided at run time; the fix needs a literal")
         if name in entry.require and not literal_in(values[name], entry.require[name]):
-            return Declined(match, f"`{name}={shown}` has no equivalent in the replacement")
+            return Declined(match, f"`{name}={shown}` has no equivalent in the replacement"
+                                   + (f": {entry.options[name]}" if name in entry.options else ""))
     target = entry.target({k: v for k, v in values.items() if v is not MISSING})
     reference = ctx.reference(target, call)
     if reference is None:
@@ -110,6 +121,38 @@ def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
     new_args = _layout(call, [*positional, *kept_positional, *arguments.values()])
     ctx.release_imports(call.func)
     return Edit(call, call.with_changes(func=reference, args=new_args), match, spec.tier)
+
+
+def source_only_use(ctx: FixContext, entry: Replace) -> str | None:
+    """Why the rewritten object would break: the module uses an attribute of it that only
+    the source type has (``model.disable_allreduce()`` after apex DDP became torch DDP).
+    Any receiver counts: the names are the source library's own, and the object often
+    travels (``self.model``, a returned wrapper) where no binding follows it."""
+    if not entry.source_only:
+        return None
+    wanted = set(entry.source_only)
+    for use in ctx.attribute_uses(wanted):
+        return (f"`{ctx.module.code_for_node(use)}` (line {ctx.line(use)}) is only on "
+                f"`{match_name(entry)}`; `{entry.to}` has no `{use.attr.value}`")
+    return None
+
+
+def _unrewritten_call(ctx: FixContext, match: Match) -> str | None:
+    """A use that is not called (``isinstance(model, DDP)``, a decorator) follows the calls
+    of the same name: renamed only once none is left, so it never disagrees with an object
+    the module still builds the old way. (A call rewritten in this pass is gone in the next.)"""
+    name = match.variables.get("name", "")
+    for other in ctx.matches:
+        called = ctx.parent(other.node)
+        if other.rule is match.rule and other.variables.get("name", "") == name \
+                and isinstance(called, cst.Call) and called.func is other.node:
+            return (f"`{ctx.module.code_for_node(called.func)}(...)` (line {ctx.line(called)}) is not "
+                    "rewritten (yet), so its other uses stay as they are")
+    return None
+
+
+def match_name(entry: Replace) -> str:
+    return entry.names[0].rsplit(".", 1)[-1] if entry.names else "the original"
 
 
 def _layout(call: cst.Call, args: list[cst.Arg]) -> list[cst.Arg]:
@@ -198,11 +241,36 @@ def delete(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
     if not alone:
         return Declined(match, "only a call or an assignment that is a whole statement is deleted")
     assert isinstance(line, cst.SimpleStatementLine)
+    needed = _still_needed(ctx, match) or ctx.probed(match.node)
+    if needed is not None:
+        return Declined(match, needed)
     ctx.release_imports(match.node)  # apex's import, not those of the arguments
     block = ctx.parent(line)
     if isinstance(block, cst.IndentedBlock) and len(block.body) == 1:
         return Edit(line, line.with_changes(body=[cst.Pass()]), match, spec.tier)
     return Edit(line, cst.RemoveFromParent(), match, spec.tier)
+
+
+def _still_needed(ctx: FixContext, match: Match) -> str | None:
+    """Why a call is kept: the module still uses what it configures for anything the same
+    rule does not delete (``amp.register_half_function`` while ``amp.initialize`` stays)."""
+    first = match.node
+    while isinstance(first, cst.Attribute):
+        first = first.value
+    if not isinstance(first, cst.Name):
+        return None
+    owner = ctx.scope(first).lookup(first.value)
+    if owner is None:
+        return None
+    covered = [m.node for m in ctx.matches if m.rule is match.rule]
+    for use, _ in ctx.names.uses(first.value, owner):
+        if not any(ctx.contains(node, use) for node in covered):
+            chain: cst.CSTNode = use
+            while isinstance(ctx.parent(chain), cst.Attribute):
+                chain = ctx.parent(chain)  # type: ignore[assignment]
+            return (f"`{first.value}` stays in this module (`{ctx.module.code_for_node(chain)}` at line "
+                    f"{ctx.line(use)}), and this call configures it; deleted once nothing else uses it")
+    return None
 
 
 TEMPLATES: dict[str, Template] = {"replace": replace, "guard-import": guard_import, "delete": delete}

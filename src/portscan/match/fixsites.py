@@ -17,6 +17,10 @@ from portscan.match.syntax import Walker, children
 from portscan.ruleset.fixspec import FixSpec
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
+#: what a use's first name is bound to in the scope that binds it: (the name, each
+#: binding's qualified import or None for a def, assignment or relative import), or
+#: None when the node is not a name the walk resolved
+Bindings = Callable[[cst.CSTNode], "tuple[str, tuple[str | None, ...]] | None"]
 
 #: why ``cuda-version-none`` leaves a value use (``int(torch.version.cuda[0])``) alone
 NOT_A_COMPARISON = "not a comparison: the version itself is used, so branch on torch.version.hip by hand"
@@ -67,10 +71,14 @@ def _transform(match: Match) -> str | None:
     return spec.transform if spec is not None and spec.kind == "transform" else None
 
 
-def _declined(match: Match, parent: Parent) -> str | None:
+def _declined(match: Match, parent: Parent, bindings: Bindings) -> str | None:
     spec = match.rule.fix
     if spec is None or match.guard is not None or not match.fixable:
         return None
+    if spec.kind in ("replace", "delete"):
+        conflict = binding_conflict(bindings(match.node))
+        if conflict is not None:
+            return conflict
     if spec.kind == "replace":
         return replace_declined(match, spec, parent)
     if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, parent) is None:
@@ -80,17 +88,36 @@ def _declined(match: Match, parent: Parent) -> str | None:
 
 def _decides(match: Match) -> bool:
     spec = match.rule.fix
-    return spec is not None and match.guard is None and (spec.kind == "replace"
+    return spec is not None and match.guard is None and (spec.kind in ("replace", "delete")
                                                          or spec.transform == "cuda-version-none")
 
 
-def decline_reasons(module: cst.Module, matches: Sequence[Match]) -> list[str | None]:
+def decline_reasons(module: cst.Module, matches: Sequence[Match], bindings: Bindings) -> list[str | None]:
     """Per match, why its fix does not apply at its site (None: it applies, or no fix
     decides by site). The parent map is built only when some match needs it."""
     if not any(_decides(m) for m in matches):
         return [None] * len(matches)
     parent = parents(module).get
-    return [_declined(m, parent) if _decides(m) else None for m in matches]
+    return [_declined(m, parent, bindings) if _decides(m) else None for m in matches]
+
+
+def binding_conflict(bound: tuple[str, tuple[str | None, ...]] | None) -> str | None:
+    """Why a use is not rewritten when its first name is bound in more than one way in
+    its scope: ``try``/``except`` or ``if``/``else`` imports of different modules, or an
+    import with a fallback definition. The matcher resolves the use to the binding a
+    rule knows, but a rewrite to that one binding's replacement would change what every
+    other branch runs (a MUSA ``autocast`` becoming CUDA's, a Transformer Engine optimizer
+    becoming plain torch's), so each branch is left to the user."""
+    if bound is None:
+        return None
+    name, targets = bound
+    distinct = sorted({t for t in targets if t is not None})
+    if len(set(targets)) <= 1:
+        return None
+    shown = ", ".join(f"`{t}`" for t in distinct)
+    also = " and by a definition or assignment" if None in targets else ""
+    return (f"`{name}` is bound in more than one way here ({shown}{also}); a rewrite would change "
+            "every branch, so each is left to port by hand")
 
 
 # ----------------------------------------------------------------------------- replace

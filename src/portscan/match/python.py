@@ -1797,6 +1797,22 @@ class Names:
                                for chain in self._chains_by_name.get(name, ()) if chain.scope.lookup(name) is scope]
         return list(self._uses[key])
 
+    @functools.cached_property
+    def free(self) -> frozenset[str]:
+        """Names used where no scope of the module binds them: builtins, star imports'
+        names, and undefined names (what a fix must never add to)."""
+        return frozenset(chain.parts[0] for chain in self._chains if chain.scope.lookup(chain.parts[0]) is None)
+
+    @functools.cached_property
+    def from_imports(self) -> frozenset[str]:
+        """Names used where an import binds them (in the scope the use sees)."""
+        found = set()
+        for chain in self._chains:
+            owner = chain.scope.lookup(chain.parts[0])
+            if owner is not None and owner.imports.get(chain.parts[0]):
+                found.add(chain.parts[0])
+        return frozenset(found)
+
     def imports_used(self, node: cst.CSTNode) -> list[tuple[str, cst.Import | cst.ImportFrom]]:
         """The dotted names used inside ``node`` (``torch.cuda.amp``), each with an
         import statement that binds its first part where it is used."""
@@ -1896,7 +1912,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             guard = import_guards.get(id(statement), FALLBACK) if statement is not None else FALLBACK
             matches[i] = dataclasses.replace(m, guard=guard)
     matches = [dataclasses.replace(m, declined=reason) if reason else m
-               for m, reason in zip(matches, decline_reasons(module, matches), strict=True)]
+               for m, reason in zip(matches, decline_reasons(module, matches, _bindings_of(collector)),
+                                    strict=True)]
     for rule, used_at, node, variables in uses:
         if guard_at(*offsets[id(used_at)]) not in (FALLBACK, FALLBACK_EQUIVALENT):
             continue  # an unguarded import is reported itself; its uses add nothing
@@ -1909,6 +1926,26 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
         matches.append(Match(rule, start, end, variables, guard, node, fixable=False,
                              binding=offsets[id(used_at)][0], folded=True))
     return matches
+
+
+def _bindings_of(collector: _Collector) -> Callable[[cst.CSTNode], tuple[str, tuple[str | None, ...]] | None]:
+    """For :func:`portscan.match.fixsites.decline_reasons`: what the first name of the
+    dotted chain holding a node is bound to, every binding in the scope that binds it.
+    The chains are indexed on the first call."""
+    at: dict[int, _Chain] = {}
+
+    def bindings(node: cst.CSTNode) -> tuple[str, tuple[str | None, ...]] | None:
+        if not at:
+            at.update((id(n), chain) for chain in collector.chains for n in chain.nodes)
+        chain = at.get(id(node))
+        if chain is None:
+            return None
+        owner = chain.scope.lookup(chain.parts[0])
+        if owner is None:
+            return None
+        return chain.parts[0], tuple(owner.bindings[chain.parts[0]])
+
+    return bindings
 
 
 #: module attributes that describe the module rather than use it

@@ -67,8 +67,18 @@ class Replace:
     positional: tuple[str, ...] = ()
     rename: Mapping[str, str] = field(default_factory=dict)
     drop: frozenset[str] = frozenset()  #: source arguments removed (their effect is lost)
-    #: source arguments that must be absent or one of these literals, else no fix
+    #: source arguments that must be absent or one of these literals, else no fix (an
+    #: absent one is checked at its ``source_defaults`` value when it has one)
     require: Mapping[str, tuple[Literal, ...]] = field(default_factory=dict)
+    #: the source callable's defaults that ``require`` needs to see when the call omits
+    #: them (apex ``FusedSGD`` leaves ``set_grad_none=False``; torch sets grads to None)
+    source_defaults: Mapping[str, Literal] = field(default_factory=dict)
+    #: per source parameter, how the rewrite accounts for it and why (with a source):
+    #: every parameter in ``parameters`` has one, so no option is dropped unexplained
+    options: Mapping[str, str] = field(default_factory=dict)
+    #: attributes and methods of the source's object that the target's lacks: a use of
+    #: one anywhere in the module (``model.disable_allreduce()``) declines the rewrite
+    source_only: tuple[str, ...] = ()
     #: target arguments written when the call does not pass them (source defaults that
     #: differ from the target's, a device type)
     add: Mapping[str, Literal] = field(default_factory=dict)
@@ -164,13 +174,29 @@ def _read_replace(data: Any, where: str) -> Replace:
         cr.finish()
         cases.append(case)
     bare = r.choice("bare", BARE, "skip")
+    source_defaults = _literal_table(r, "source_defaults")
+    options = _options(r)
+    source_only = _identifiers(r, "source_only")
     r.finish()
-    for name in (*rename_raw, *drop, *require):
+    for name in (*rename_raw, *drop, *require, *source_defaults, *options):
         if parameters and name not in parameters:
             raise PatternError(r.key("parameters"), f"does not list {name!r}")
+    unexplained = [name for name in parameters if name not in options]
+    if unexplained:
+        raise PatternError(r.key("options"), f"says nothing of {unexplained[0]!r}: every parameter "
+                                             "needs a line on how the rewrite maps it")
     return Replace(to=to, names=names, parameters=parameters, positional=positional,
                    rename=dict(rename_raw), drop=drop, require=require, add=add,
-                   cases=tuple(cases), bare=bare)
+                   cases=tuple(cases), bare=bare, source_defaults=source_defaults,
+                   options=options, source_only=source_only)
+
+
+def _options(r: TableReader) -> dict[str, str]:
+    table = r.raw("options", False) or {}
+    if not isinstance(table, dict) or not all(isinstance(k, str) and IDENTIFIER.match(k) and isinstance(v, str)
+                                              and v.strip() for k, v in table.items()):
+        raise PatternError(r.key("options"), "expected a table of parameter = \"how it is mapped, and why\"")
+    return {k: " ".join(v.split()) for k, v in table.items()}
 
 
 def _read_examples(data: Any, key: str) -> tuple[FixExample, ...]:

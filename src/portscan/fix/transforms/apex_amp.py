@@ -51,6 +51,7 @@ from portscan.fix.rewrite import EQUAL, FixContext, single_small
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 from portscan.fix.transforms.base import TransformResult, decline_all
 from portscan.match import Match
+from portscan.match.fixsites import binding_conflict
 from portscan.match.syntax import Walker, dotted, literal
 from portscan.ruleset.table import MISSING
 
@@ -58,6 +59,10 @@ AMP = "apex.amp"
 INITIALIZE = {"apex.amp.initialize", "apex.amp.frontend.initialize"}
 SCALE_LOSS = {"apex.amp.scale_loss", "apex.amp.handle.scale_loss"}
 MASTER_PARAMS = {"apex.amp.master_params", "apex.amp._amp_state.master_params"}
+#: calls that only steer apex's O1 casts: left in place here, deleted by their own rule's
+#: fix (apex-amp-function-casts) once nothing else in the module uses apex amp
+CASTS = {"apex.amp.register_half_function", "apex.amp.register_float_function",
+         "apex.amp.register_promote_function"}
 CLIPPING = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
             "torch.nn.utils.clip_grad.clip_grad_norm_", "torch.nn.utils.clip_grad.clip_grad_value_"}
 #: initialize() keywords that only tune apex's O2 and have no meaning under autocast
@@ -103,6 +108,11 @@ def _amp_references(ctx: FixContext) -> list[tuple[str, cst.CSTNode]]:
             base = _bound_module(node, alias)
             if base is None or not (AMP.startswith(base) or base.startswith(AMP)):
                 continue
+            owner = scope.lookup(local)
+            conflict = binding_conflict((local, tuple(owner.bindings[local]))) if owner is not None else None
+            conflict = conflict or ctx.probing(node, local)
+            if conflict is not None:
+                raise Decline(conflict)
             for use, _ in ctx.names.uses(local, scope):
                 chain_node, parts = _chain(ctx, use)
                 qualified = ".".join([base, *parts])
@@ -203,6 +213,8 @@ class _Builder:
                 scales.append(parent)
             elif qualified in MASTER_PARAMS:
                 masters.append(parent)
+            elif qualified in CASTS:
+                continue
             else:
                 raise Decline(f"`{qualified}` has no automatic torch.amp rewrite")
         if len(initializes) != 1:
@@ -406,8 +418,10 @@ class _Builder:
         where = ctx.positions(list(statements))
         for statement in sorted(statements, key=lambda s: where[id(s)].start.line):
             if not any(_runs_before(ctx, statement, step) for step in steps):
-                raise Decline("gradient clipping does not run once per optimizer.step() (gradient "
-                              "accumulation?); move it next to the step by hand")
+                what = "gradient clipping" if _calls_any(ctx, statement, CLIPPING) else \
+                    f"`amp.master_params(...)` (line {ctx.line(statement)})"
+                raise Decline(f"{what} does not run once before each optimizer.step() (gradient "
+                              "accumulation?), so where to unscale the gradients is not clear; port it by hand")
             block = ctx.parent(statement)
             if id(block) in seen_blocks:
                 continue
