@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from portscan.ruleset.table import DOTTED, IDENTIFIER, Literal, PatternError, TableReader, to_literal
 
 #: the reason given for a fix that is there but unsafe, when unsafe fixes are off
@@ -75,6 +77,9 @@ class Replace:
     cases: tuple[Case, ...] = ()
     #: a use that is not called: leave it (``skip``), ``rename`` it, or make it a ``call``
     bare: str = "skip"
+    #: the oldest torch that has what this entry writes (``"2.3"``); a project that
+    #: allows an older one keeps its code (see :mod:`portscan.match.floor`). Empty: any.
+    torch: str = ""
 
     def target(self, arguments: Mapping[str, object]) -> str:
         for case in self.cases:
@@ -104,6 +109,9 @@ class FixSpec:
     replace: tuple[Replace, ...] = ()
     transform: str = ""
     examples: tuple[FixExample, ...] = ()
+    #: the oldest torch that has what the fix writes, for every use (a transform's
+    #: ``torch.amp.GradScaler``); entries may need more. Empty: any.
+    torch: str = ""
 
     def replacement_for(self, qualified: str) -> Replace | None:
         for entry in self.replace:
@@ -164,13 +172,26 @@ def _read_replace(data: Any, where: str) -> Replace:
         cr.finish()
         cases.append(case)
     bare = r.choice("bare", BARE, "skip")
+    torch = _torch_version(r)
     r.finish()
     for name in (*rename_raw, *drop, *require):
         if parameters and name not in parameters:
             raise PatternError(r.key("parameters"), f"does not list {name!r}")
     return Replace(to=to, names=names, parameters=parameters, positional=positional,
                    rename=dict(rename_raw), drop=drop, require=require, add=add,
-                   cases=tuple(cases), bare=bare)
+                   cases=tuple(cases), bare=bare, torch=torch)
+
+
+def _torch_version(r: TableReader) -> str:
+    """``torch = "2.3"``: a release number, checked here so a typo is a rule-file error."""
+    value = r.text("torch", required=False)
+    try:
+        version = Version(value) if value else None
+    except InvalidVersion:
+        version = None
+    if value and (version is None or version.local is not None or version.is_prerelease):
+        raise PatternError(r.key("torch"), f"{value!r} is not a torch release number such as \"2.3\"")
+    return value
 
 
 def _read_examples(data: Any, key: str) -> tuple[FixExample, ...]:
@@ -212,7 +233,8 @@ def read_fix(data: Any, rule_names: tuple[str, ...]) -> FixSpec:
         transform = r.text("transform")
         if not _TRANSFORM_NAME.match(transform):
             raise PatternError("fix.transform", f"{transform!r} is not a kebab-case transform name")
+    torch = _torch_version(r)
     examples = _read_examples(r.raw("example", True), "fix.example")
     r.finish()
     return FixSpec(tier=tier, why=" ".join(why.split()), kind=kind, replace=replace,
-                   transform=transform, examples=examples)
+                   transform=transform, examples=examples, torch=torch)
