@@ -77,10 +77,23 @@ needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
                                  reason="torch is not installed: the training runs need it")
 
 
+def require_current_torch(repo: Path) -> None:
+    """What a port does to the fixture's requirements first: a torch with ROCm wheels and
+    the `torch.amp` API (still a CUDA build pin, PS801, so the findings stay the same)."""
+    for name, old, new in (("setup.py", '"torch>=1.13"', '"torch>=2.4"'),
+                           ("pyproject.toml", "torch==1.13.1+cu117", "torch==2.4.1+cu121"),
+                           ("requirements.txt", "torch==1.13.1+cu117", "torch==2.4.1+cu121")):
+        text = (repo / name).read_text()
+        assert old in text, name
+        (repo / name).write_text(text.replace(old, new))
+
+
 @needs_torch
 def test_the_fixture_trains_on_cpu_only_after_the_fixes(tmp_path: Path) -> None:
-    """The README's claim: after `portscan fix --unsafe-fixes`, SMOKE_TRAINING trains."""
+    """The README's claim: once the requirements allow a current torch only, SMOKE_TRAINING
+    trains after `portscan fix --unsafe-fixes`."""
     repo = copy(FIXTURE, tmp_path)
+    require_current_torch(repo)
     running = start_training(copy(FIXTURE, tmp_path / "unfixed"), *SMOKE_TRAINING)  # while `repo` is fixed
     assert main(["fix", "--unsafe-fixes", str(repo)]) == 1  # findings remain to port by hand
     trained = run_training(repo, *SMOKE_TRAINING)
@@ -117,7 +130,18 @@ def test_fixture_fix_proof(tmp_path: Path, rules, capsys) -> None:
     assert "from apex import amp" in (repo / "train.py").read_text()
     assert "except ImportError:" in (repo / "utils/gpu.py").read_text()
 
-    # unsafe fixes: no apex import left anywhere on the training path
+    # the fixture allows torch 1.13, which has no torch.amp.GradScaler: apex amp stays
+    safe_tree = snapshot(repo)
+    main(["fix", "--unsafe-fixes", "--diff", str(repo)])
+    declined = capsys.readouterr().err
+    assert ("train.py:71 PS216 apex-amp-initialize: the `apex-amp` fix needs torch >= 2.3; "
+            "the project allows torch 1.13 (setup.py:37)") in declined
+    assert "`torch.nn.RMSNorm` needs torch >= 2.4" in declined
+    assert snapshot(repo) == safe_tree
+
+    # unsafe fixes, once the requirements allow a current torch only: no apex import left
+    # anywhere on the training path
+    require_current_torch(repo)
     main(["fix", "--unsafe-fixes", "--show-fixes", str(repo)])
     out = capsys.readouterr().out
     assert "train.py: PS209, PS216, PS218, PS222, PS223" in out

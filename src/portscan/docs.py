@@ -71,6 +71,8 @@ def _describe_fix(fix: FixSpec) -> str:
         if entry.source_only:
             text += "; left to you where the module uses " + code_list(entry.source_only) + \
                 f", which `{entry.to}` does not have"
+        if entry.torch:
+            text += f"; needs torch >= {entry.torch}"
         parts.append(f"- {text}.")
         if entry.options:
             parts += ["", "  | argument | how the rewrite accounts for it |", "  |---|---|",
@@ -88,9 +90,14 @@ def fix_section(rule: Rule) -> list[str]:
         return ["portscan reports this rule with a suggested rewrite; it does not change code for it."]
     shown = next(e for e in fix.examples if e.after is not None)
     how = "applied by `portscan fix`" if fix.tier is Tier.SAFE else "applied with `portscan fix --unsafe-fixes`"
-    lines = [f"**{fix.tier.value.capitalize()} fix** ({how}). {fix.why}", "", _describe_fix(fix), "",
-             "Before:", "", "```python", shown.before.strip("\n"), "```", "",
-             "After:", "", "```python", (shown.after or "").strip("\n"), "```"]
+    lines = [f"**{fix.tier.value.capitalize()} fix** ({how}). {fix.why}", "", _describe_fix(fix), ""]
+    if fix.torch or any(entry.torch for entry in fix.replace):
+        needs = f"torch >= {fix.torch}" if fix.torch else "the torch each rewrite names"
+        lines += [f"Needs {needs}: in a project whose requirements allow an older torch the "
+                  "fix leaves the code as it is and says why; without a declared torch version "
+                  "it applies (see [the project's torch floor](../rule-format.md#fixes-fix)).", ""]
+    lines += ["Before:", "", "```python", shown.before.strip("\n"), "```", "",
+              "After:", "", "```python", (shown.after or "").strip("\n"), "```"]
     declined = [e.name or "a shape the fix does not handle" for e in fix.examples if e.after is None]
     if declined:
         lines += ["", "Left to you (no change): " + "; ".join(declined) + "."]

@@ -34,6 +34,7 @@ from portscan.match import Match, snippet
 from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.match.levels import guarded_severity
+from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.match.manifests import requirements_includes
 from portscan.bounded import PatternTimeout
 from portscan.pool import map_in_processes
@@ -544,6 +545,16 @@ def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:
     return out
 
 
+def _fix_marks(findings: list[Finding], rules: RuleSet, root: Path) -> list[Finding]:
+    """Findings whose fix needs a newer torch than the project at ``root`` allows are
+    not marked fixable (a project-level fact, like :func:`escalated`)."""
+    fixable = [f for f in findings if f.fix is not None]
+    if not fixable or not wants_torch([r for code in {f.rule for f in fixable}
+                                       if (r := rules.by_code.get(code)) is not None]):
+        return findings
+    return unmark_declined(findings, rules.rules, project_floor(root))
+
+
 def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
           progress: Callable[[int, int], None] | None) -> ScanResult:
     """Every discovered file in turn, then the files they bring in: requirement
@@ -574,7 +585,8 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
     return ScanResult(
         root=str(discovery.root),
         files_scanned=len(results),
-        findings=tuple(sorted(escalated([f for r in results for f in r.findings], inputs.rules),
+        findings=tuple(sorted(_fix_marks(escalated([f for r in results for f in r.findings], inputs.rules),
+                                         inputs.rules, discovery.root),
                               key=Finding.sort_key)),
         errors=tuple(sorted(errors, key=lambda e: e.path)),
         extensions=tuple(sorted(extensions, key=lambda e: (e.path, e.line))),

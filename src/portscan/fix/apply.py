@@ -22,6 +22,7 @@ from portscan.cache import Cache
 from portscan.config import Config, Target, ignored_codes
 from portscan.discover import Excludes, FirstParty, SourcePath, discover
 from portscan.fix.engine import FileFix, fix_source
+from portscan.match.floor import Floor, project_floor
 from portscan.model import FileError, Finding, ScanResult
 from portscan.parse import SourceError, decode_python, python_encoding, read_bytes
 from portscan.pool import map_in_processes
@@ -96,24 +97,26 @@ class FileChangedError(OSError):
     pass
 
 
-def _fix_one(settings: tuple[RuleSet, bool], job: tuple[str, str, frozenset[str]]) -> FileFix:
-    rules, unsafe = settings
+def _fix_one(settings: tuple[RuleSet, bool, Floor | None], job: tuple[str, str, frozenset[str]]) -> FileFix:
+    rules, unsafe, floor = settings
     text, path, first_party = job
-    return fix_source(text, path, rules, unsafe, first_party)
+    return fix_source(text, path, rules, unsafe, first_party, floor=floor)
 
 
 def fix_files(root: Path, texts: Mapping[str, str], rules: RuleSet, unsafe: bool = False,
               workers: int | None = None) -> dict[str, FileFix]:
     """Each file of ``texts`` (path relative to ``root`` -> its text) fixed in memory,
-    one engine run per file, in a process pool when there are several."""
+    one engine run per file, in a process pool when there are several. The torch
+    ``root``'s manifests allow bounds the fixes (see :mod:`portscan.match.floor`)."""
     first_party = FirstParty(root)
+    settings = (rules, unsafe, project_floor(root))
     jobs = [(text, path, first_party((root / path).parent)) for path, text in texts.items()]
     count = workers if workers is not None else min(os.cpu_count() or 1, 8)
     if count > 1 and len(jobs) > 1:
-        fixed = map_in_processes(_fix_one, (rules, unsafe), jobs, min(count, len(jobs)),
+        fixed = map_in_processes(_fix_one, settings, jobs, min(count, len(jobs)),
                                  size=lambda job: len(job[0]))
     else:
-        fixed = [_fix_one((rules, unsafe), job) for job in jobs]
+        fixed = [_fix_one(settings, job) for job in jobs]
     return {f.path: f for f in fixed}
 
 
@@ -130,10 +133,12 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
               config: Config | None = None, force_exclude: bool = False, cache: Path | None = None,
               workers: int | None = None) -> FixRun:
     """Fix every Python file below ``paths``; with ``write=False`` nothing is written.
-    The configuration's excludes and per-file-ignores apply as in a scan."""
+    The configuration's excludes and per-file-ignores apply as in a scan; the torch the
+    root's manifests allow bounds the fixes (see :mod:`portscan.match.floor`)."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
     discovery = discover(paths, excludes, force_exclude)
     first_party = FirstParty(discovery.root)
+    floor = project_floor(discovery.root)
     files: list[FileFix] = []
     errors: list[FileError] = []
     overrides: dict[Path, str] = {}
@@ -156,7 +161,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
         cached = _cached_findings(scanned, source, text, own)
         if cached is not None and not any(f.rule in fixable for f in cached):
             continue  # its last scan found nothing a fix is declared for: no parse needed
-        result = fix_source(text, source.rel, file_rules, unsafe, own, target)
+        result = fix_source(text, source.rel, file_rules, unsafe, own, target, floor)
         if result.error is not None:
             errors.append(FileError(source.rel, "fix", result.error))
         if result.changed:

@@ -24,6 +24,7 @@ from libcst.codemod import CodemodCommand, CodemodContext
 from libcst.codemod.visitors import AddImportsVisitor, ImportItem, RemoveImportsVisitor
 from libcst.metadata import MetadataWrapper
 
+from portscan.match.floor import Floor, floor_declined
 from portscan.fix.rewrite import Declined, Edit, FixContext
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 from portscan.fix.templates import TEMPLATES
@@ -101,7 +102,8 @@ class _Pass(CodemodCommand):
     """One pass over one module. Results land in ``applied`` and ``not_fixed``."""
 
     def __init__(self, context: CodemodContext, rules: Sequence[Rule], first_party: frozenset[str],
-                 unsafe: bool, silenced: Callable[[Match], bool], source: str, walk: ModuleWalk) -> None:
+                 unsafe: bool, silenced: Callable[[Match], bool], source: str, walk: ModuleWalk,
+                 floor: Floor | None = None) -> None:
         super().__init__(context)
         self.source = source  #: the text of the module the pass is given
         self.walk = walk  #: the matcher's walk of that module, for these rules
@@ -109,6 +111,7 @@ class _Pass(CodemodCommand):
         self.first_party = first_party
         self.unsafe = unsafe
         self.silenced = silenced
+        self.floor = floor  #: the oldest torch the project allows (None: no constraint)
         self.applied: list[tuple[Match, Tier]] = []
         self.not_fixed: list[tuple[Match, str]] = []
         self.matches: list[Match] = []  #: every match in the pass's input
@@ -150,6 +153,8 @@ class _Pass(CodemodCommand):
                 self.not_fixed.append((match, NEEDS_UNSAFE))
             elif match.declined is not None:  # decided at scan time, for this site
                 self.not_fixed.append((match, match.declined))
+            elif (older := floor_declined(spec, match.variables.get("name", ""), self.floor)) is not None:
+                self.not_fixed.append((match, older))
             elif spec.kind == "transform":
                 transforms.setdefault(spec.transform, []).append(match)
             else:
@@ -360,18 +365,21 @@ class _DropDeadTry(cst.CSTTransformer):
 
 
 def fix_source(text: str, path: str, rules: RuleSet, unsafe: bool = False,
-               first_party: frozenset[str] = frozenset(), target: Target | None = None) -> FileFix:
+               first_party: frozenset[str] = frozenset(), target: Target | None = None,
+               floor: Floor | None = None) -> FileFix:
     """Fix one Python source. Never raises for bad input: see ``FileFix.error``. The
-    ``target`` sets the severities of :attr:`FileFix.findings`, as in a scan."""
+    ``target`` sets the severities of :attr:`FileFix.findings`, as in a scan; a fix that
+    needs a newer torch than the project's ``floor`` allows is declined (None: no floor,
+    see :mod:`portscan.match.floor`)."""
     try:
         with paused_gc():
-            return with_deep_stack(lambda: _fix_source(text, path, rules, unsafe, first_party, target))
+            return with_deep_stack(lambda: _fix_source(text, path, rules, unsafe, first_party, target, floor))
     except RecursionError:
         return FileFix(path, text, text, error="code nested too deeply to fix; the file is unchanged")
 
 
 def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party: frozenset[str],
-                target: Target | None) -> FileFix:
+                target: Target | None, floor: Floor | None) -> FileFix:
     def found(final: str, matches: list[Match]) -> tuple[Finding, ...] | None:
         return None if declares_extensions("python", final) else findings_from(final, path, matches, target)
 
@@ -405,7 +413,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     free = walk.names.free  # names the input uses without binding them (builtins, ...)
     for _ in range(MAX_PASSES):
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
-        last = _Pass(context, candidates, first_party, unsafe, silenced, current, walk)
+        last = _Pass(context, candidates, first_party, unsafe, silenced, current, walk, floor)
         declined = last.not_fixed
         try:
             fixed = last.transform_module(module)

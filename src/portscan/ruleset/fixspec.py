@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from packaging.version import InvalidVersion, Version
+
 from portscan.ruleset.table import DOTTED, IDENTIFIER, Literal, PatternError, TableReader, to_literal
 
 #: the reason given for a fix that is there but unsafe, when unsafe fixes are off
@@ -85,6 +87,9 @@ class Replace:
     cases: tuple[Case, ...] = ()
     #: a use that is not called: leave it (``skip``), ``rename`` it, or make it a ``call``
     bare: str = "skip"
+    #: the oldest torch that has what this entry writes (``"2.3"``); a project that
+    #: allows an older one keeps its code (see :mod:`portscan.match.floor`). Empty: any.
+    torch: str = ""
 
     def target(self, arguments: Mapping[str, object]) -> str:
         for case in self.cases:
@@ -114,6 +119,9 @@ class FixSpec:
     replace: tuple[Replace, ...] = ()
     transform: str = ""
     examples: tuple[FixExample, ...] = ()
+    #: the oldest torch that has what the fix writes, for every use (a transform's
+    #: ``torch.amp.GradScaler``); entries may need more. Empty: any.
+    torch: str = ""
 
     def replacement_for(self, qualified: str) -> Replace | None:
         for entry in self.replace:
@@ -177,6 +185,7 @@ def _read_replace(data: Any, where: str) -> Replace:
     source_defaults = _literal_table(r, "source_defaults")
     options = _options(r)
     source_only = _identifiers(r, "source_only")
+    torch = _torch_version(r)
     r.finish()
     for name in (*rename_raw, *drop, *require, *source_defaults, *options):
         if parameters and name not in parameters:
@@ -188,7 +197,7 @@ def _read_replace(data: Any, where: str) -> Replace:
     return Replace(to=to, names=names, parameters=parameters, positional=positional,
                    rename=dict(rename_raw), drop=drop, require=require, add=add,
                    cases=tuple(cases), bare=bare, source_defaults=source_defaults,
-                   options=options, source_only=source_only)
+                   options=options, source_only=source_only, torch=torch)
 
 
 def _options(r: TableReader) -> dict[str, str]:
@@ -197,6 +206,18 @@ def _options(r: TableReader) -> dict[str, str]:
                                               and v.strip() for k, v in table.items()):
         raise PatternError(r.key("options"), "expected a table of parameter = \"how it is mapped, and why\"")
     return {k: " ".join(v.split()) for k, v in table.items()}
+
+
+def _torch_version(r: TableReader) -> str:
+    """``torch = "2.3"``: a release number, checked here so a typo is a rule-file error."""
+    value = r.text("torch", required=False)
+    try:
+        version = Version(value) if value else None
+    except InvalidVersion:
+        version = None
+    if value and (version is None or version.local is not None or version.is_prerelease):
+        raise PatternError(r.key("torch"), f"{value!r} is not a torch release number such as \"2.3\"")
+    return value
 
 
 def _read_examples(data: Any, key: str) -> tuple[FixExample, ...]:
@@ -238,7 +259,8 @@ def read_fix(data: Any, rule_names: tuple[str, ...]) -> FixSpec:
         transform = r.text("transform")
         if not _TRANSFORM_NAME.match(transform):
             raise PatternError("fix.transform", f"{transform!r} is not a kebab-case transform name")
+    torch = _torch_version(r)
     examples = _read_examples(r.raw("example", True), "fix.example")
     r.finish()
     return FixSpec(tier=tier, why=" ".join(why.split()), kind=kind, replace=replace,
-                   transform=transform, examples=examples)
+                   transform=transform, examples=examples, torch=torch)
