@@ -222,7 +222,7 @@ def test_a_fix_that_never_settles_is_reverted(rules, monkeypatch) -> None:
         return Edit(node, cst.Call(cst.Name("wrap"), [cst.Arg(node)]), match, spec.tier)
 
     monkeypatch.setitem(engine.TEMPLATES, "replace", renamed)
-    monkeypatch.setattr(fixsites, "replace_declined", lambda match, spec, parent: None)  # every site, always
+    monkeypatch.setattr(fixsites, "replace_declined", lambda match, spec, parent, *_: None)  # every site, always
     result = fix_source(AMP_SOURCE, "a.py", rules)
     assert not result.changed and "did not settle" in (result.error or "")
 
