@@ -246,7 +246,7 @@ def test_a_fix_that_never_settles_is_reverted(rules, monkeypatch) -> None:
         return Edit(node, cst.Call(cst.Name("wrap"), [cst.Arg(node)]), match, spec.tier)
 
     monkeypatch.setitem(engine.TEMPLATES, "replace", renamed)
-    monkeypatch.setattr(fixsites, "replace_declined", lambda match, spec, parent: None)  # every site, always
+    monkeypatch.setattr(fixsites, "replace_declined", lambda match, spec, parent, *_: None)  # every site, always
     result = fix_source(AMP_SOURCE, "a.py", rules)
     assert not result.changed and "did not settle" in (result.error or "")
 
@@ -334,7 +334,8 @@ def test_symlinks_are_not_replaced(tmp_path: Path, rules) -> None:
 
 
 def test_cli_exit_codes_and_selection(tmp_path: Path, capsys) -> None:
-    (tmp_path / "a.py").write_text(AMP_SOURCE + "from apex.optimizers import FusedSGD\nopt = FusedSGD(p, 0.1, set_grad_none=True)\n")
+    (tmp_path / "a.py").write_text(AMP_SOURCE + "from apex.optimizers import FusedSGD\n"
+                                   "opt = FusedSGD(p, 0.1, set_grad_none=True)\n")
     assert main(["fix", "--diff", "--select", "PS2", str(tmp_path)]) == 0  # PS213 is unsafe: no diff
     assert capsys.readouterr().out == ""
     assert main(["fix", "--diff", "--ignore", "PS316", "--unsafe-fixes", str(tmp_path)]) == 1

@@ -112,7 +112,8 @@ def apex_sgd_reference(p, grads, lr, momentum=0.0, dampening=0.0, weight_decay=0
 def test_fused_sgd_becomes_sgd(problem) -> None:
     start, grads = problem
     ns = rewritten("from apex.optimizers import FusedSGD\ndef make(params):\n"
-                   "    return FusedSGD(params, 0.05, momentum=0.9, weight_decay=1e-3, nesterov=True, set_grad_none=True)\n")
+                   "    return FusedSGD(params, 0.05, momentum=0.9, weight_decay=1e-3, nesterov=True,\n"
+                   "                    set_grad_none=True)\n")
     got = run_optimizer(ns["make"], start, grads)
     want = apex_sgd_reference(start, grads, 0.05, momentum=0.9, weight_decay=1e-3, nesterov=True)
     assert torch.allclose(got, want, rtol=0, atol=1e-12)

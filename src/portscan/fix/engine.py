@@ -16,8 +16,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import libcst as cst
 from libcst.codemod import CodemodCommand, CodemodContext
@@ -134,7 +135,7 @@ class _Pass(CodemodCommand):
                 self.context = outer
         _drop_idle_import_changes(self.context, tree)
         for key, visitor in ((AddImportsVisitor.CONTEXT_KEY, AddImportsVisitor),
-                             (RemoveImportsVisitor.CONTEXT_KEY, RemoveImportsVisitor)):
+                             (RemoveImportsVisitor.CONTEXT_KEY, _RemoveImports)):
             if self.context.scratch.get(key):
                 tree = self._instantiate_and_run(visitor, tree)
         return tree
@@ -206,6 +207,42 @@ def _drop_idle_import_changes(context: CodemodContext, tree: cst.Module) -> None
     context.scratch[RemoveImportsVisitor.CONTEXT_KEY] = [item for item in removes if not used(*item)]
 
 
+class _RemoveImports(RemoveImportsVisitor):
+    """LibCST's visitor, except that a block whose first statement (a local import) it
+    removes does not start with the blank line that followed the import."""
+
+    def __init__(self, context: CodemodContext) -> None:
+        super().__init__(context)
+        self.emptied: set[int] = set()  #: ids of statement lines it emptied (so removed)
+
+    def leave_SimpleStatementLine(self, original_node: cst.SimpleStatementLine,
+                                  updated_node: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
+        if not updated_node.body:
+            self.emptied.add(id(original_node))
+        return updated_node
+
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock
+                            ) -> cst.IndentedBlock:
+        return updated_node.with_changes(body=_first_in_place(original_node.body, updated_node.body, self.emptied))
+
+    def leave_Module(self, original_node: cst.Module, updated_node: cst.Module) -> cst.Module:
+        updated_node = super().leave_Module(original_node, updated_node)
+        return updated_node.with_changes(body=_first_in_place(original_node.body, updated_node.body, self.emptied))
+
+
+def _first_in_place(original: Sequence[Any], body: Sequence[Any], removed: Container[int]) -> list[Any]:
+    """``body``, the statements of a block once some of ``original`` were removed: where the
+    first of them was, the first one left takes its blank lines in place of its own (and
+    keeps its comments), so the block starts where it did, not a blank line lower."""
+    if not original or id(original[0]) not in removed or not body:
+        return list(body)
+    own = list(body[0].leading_lines)
+    while own and own[0].comment is None:
+        own.pop(0)
+    blank = [line for line in original[0].leading_lines if line.comment is None]
+    return [body[0].with_changes(leading_lines=[*blank, *own]), *body[1:]]
+
+
 def _template(ctx: FixContext, match: Match) -> Edit | Declined | None:
     spec = match.rule.fix
     assert spec is not None
@@ -242,7 +279,9 @@ class _ApplyEdits(cst.CSTTransformer):
                 body[kept] = body[kept].with_changes(leading_lines=carry)
             carry = []
             kept += 1
-        return updated.with_changes(body=body)
+        removed = {id(s) for s in original.body  # type: ignore[attr-defined]
+                   if isinstance(self.edits.get(s), cst.RemovalSentinel)}
+        return updated.with_changes(body=_first_in_place(original.body, body, removed))  # type: ignore[attr-defined]
 
 
 def _non_overlapping(ctx: FixContext, edits: Sequence[Edit]) -> list[Edit]:

@@ -84,10 +84,13 @@ def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
     values = {name: literal(arg.value) for name, arg in bound.items()}
     for name in [*entry.require, *(n for case in entry.cases for n in case.when)]:
         if name not in bound:
-            default = entry.source_defaults.get(name, MISSING)
-            if name in entry.require and default is not MISSING and not literal_in(default, entry.require[name]):
-                return Declined(match, f"`{name}` is left at its default `{ctx.module.code_for_node(literal_node(default))}`"
-                                       f", which the replacement cannot keep: {entry.options.get(name, '')}".rstrip(": "))
+            if name in entry.require and name in entry.source_defaults:
+                default = entry.source_defaults[name]
+                if not literal_in(default, entry.require[name]):
+                    shown = ctx.module.code_for_node(literal_node(default))
+                    why = entry.options.get(name)
+                    return Declined(match, f"`{name}` is left at its default `{shown}`, which the replacement "
+                                           "cannot keep" + (f": {why}" if why else ""))
             continue
         shown = ctx.module.code_for_node(bound[name].value)
         if values[name] is MISSING:
@@ -118,7 +121,7 @@ def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
         if name not in arguments or name not in was_positional:
             break
         positional.append(arguments.pop(name).with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
-    new_args = _layout(call, [*positional, *kept_positional, *arguments.values()])
+    new_args = _realign(ctx, call, reference, _layout(call, [*positional, *kept_positional, *arguments.values()]))
     ctx.release_imports(call.func)
     return Edit(call, call.with_changes(func=reference, args=new_args), match, spec.tier)
 
@@ -156,23 +159,105 @@ def match_name(entry: Replace) -> str:
 
 
 def _layout(call: cst.Call, args: list[cst.Arg]) -> list[cst.Arg]:
-    """Commas for reordered arguments, keeping a multi-line call multi-line."""
+    """Commas and line breaks for the rewritten arguments, as the user wrote the call. An
+    argument kept from the call keeps its comma (and the comment after it); one added, or
+    the call's last one moved before an added one, takes the separator before the call's
+    last argument, comment-free; whatever ended the call (a trailing comma, ``)`` on a line
+    of its own) still ends it. (A rewritten argument keeps its value node: that is how an
+    argument is told from an added one.)"""
     if not args:
         return []
     original = list(call.args)
-    separators = [a.comma for a in original[:-1] if isinstance(a.comma, cst.Comma)]
-    separator = separators[0] if separators else None
-    multiline = any(isinstance(getattr(a.comma, "whitespace_after", None), cst.ParenthesizedWhitespace)
-                    for a in original)
-    if separator is None and multiline and isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
-        separator = cst.Comma(whitespace_after=call.whitespace_before_args)
-    trailing = original[-1].comma if original else cst.MaybeSentinel.DEFAULT
+    at = {id(arg.value): i for i, arg in enumerate(original)}
+    separator = _separator(call)
+    nothing = cst.SimpleWhitespace("")
+    end_comma: cst.Comma | cst.MaybeSentinel = original[-1].comma if original else cst.MaybeSentinel.DEFAULT
+    end_space: cst.BaseParenthesizableWhitespace = original[-1].whitespace_after_arg if original else nothing
+    ending = _line_end(end_comma, end_space)  # the last argument's line break, comment and all
+    last = len(original) - 1
+    if at.get(id(args[-1].value), -1) != last and ending is not None:  # the comment is not the new last's
+        end_comma, end_space = _plain_comma(end_comma), _without_comment(end_space)
     laid = []
     for i, arg in enumerate(args):
-        between = separator if separator is not None else cst.MaybeSentinel.DEFAULT
-        comma = trailing if i == len(args) - 1 else between
-        laid.append(arg.with_changes(comma=comma))
+        where = at.get(id(arg.value))
+        if i == len(args) - 1:
+            comma, after = end_comma, end_space
+        elif where is not None and where < last:
+            comma, after = arg.comma, arg.whitespace_after_arg
+        elif where is not None and ending is not None and isinstance(separator.whitespace_after,
+                                                                         cst.ParenthesizedWhitespace):
+            comma = separator.with_changes(whitespace_after=separator.whitespace_after.with_changes(
+                first_line=ending.first_line, empty_lines=ending.empty_lines))
+            after = nothing
+        else:
+            comma, after = separator, nothing
+        laid.append(arg.with_changes(comma=comma, whitespace_after_arg=after))
     return laid
+
+
+def _separator(call: cst.Call) -> cst.Comma:
+    """The comma for a new place between arguments: the one before the call's last
+    argument, else the line break before its first (``f(\\n    x\\n)``), else ``, ``."""
+    original = list(call.args)
+    if len(original) >= 2 and isinstance(original[-2].comma, cst.Comma):
+        return original[-2].comma.with_changes(whitespace_after=_without_comment(original[-2].comma.whitespace_after))
+    if original and isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        return cst.Comma(whitespace_after=_without_comment(call.whitespace_before_args))
+    return cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))
+
+
+def _line_end(comma: cst.Comma | cst.MaybeSentinel, after: cst.BaseParenthesizableWhitespace
+              ) -> cst.ParenthesizedWhitespace | None:
+    """The line break after the call's last argument (before ``)``), if there is one."""
+    if isinstance(comma, cst.Comma) and isinstance(comma.whitespace_after, cst.ParenthesizedWhitespace):
+        return comma.whitespace_after
+    return after if isinstance(after, cst.ParenthesizedWhitespace) else None
+
+
+def _without_comment(space: cst.BaseParenthesizableWhitespace) -> cst.BaseParenthesizableWhitespace:
+    """``space`` with no comment, blank lines or trailing spaces before its line break."""
+    if isinstance(space, cst.ParenthesizedWhitespace):
+        return space.with_changes(first_line=cst.TrailingWhitespace(newline=space.first_line.newline),
+                                  empty_lines=())
+    return space
+
+
+def _plain_comma(comma: cst.Comma | cst.MaybeSentinel) -> cst.Comma | cst.MaybeSentinel:
+    if isinstance(comma, cst.Comma):
+        return comma.with_changes(whitespace_after=_without_comment(comma.whitespace_after))
+    return comma
+
+
+def _realign(ctx: FixContext, call: cst.Call, func: cst.BaseExpression, args: list[cst.Arg]) -> list[cst.Arg]:
+    """Continuation lines aligned with the call's opening parenthesis (``f(a,\\n  b)`` with
+    ``b`` under ``a``), and lines indented past it, move with it when the callee's name
+    changes length; hanging indents stay where they are."""
+    if not call.args or isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+        return args
+    shift = len(cst.Module([]).code_for_node(func)) - len(ctx.module.code_for_node(call.func))
+    statement = ctx.statement(call)
+    if shift == 0 or statement is None:
+        return args
+    where = ctx.positions([call.args[0], statement])
+    column, indent = where[id(call.args[0])].start.column, where[id(statement)].start.column
+
+    def moved(indented: bool, space: cst.SimpleWhitespace) -> cst.SimpleWhitespace:
+        spaces = space.value
+        if spaces.strip(" ") or (indent if indented else 0) + len(spaces) < column:
+            return space
+        return cst.SimpleWhitespace(" " * max(0, len(spaces) + shift))
+
+    class Shift(cst.CSTTransformer):
+        def leave_ParenthesizedWhitespace(self, original: cst.ParenthesizedWhitespace,
+                                          updated: cst.ParenthesizedWhitespace) -> cst.ParenthesizedWhitespace:
+            return updated.with_changes(last_line=moved(updated.indent, updated.last_line))
+
+        def leave_EmptyLine(self, original: cst.EmptyLine, updated: cst.EmptyLine) -> cst.EmptyLine:
+            if updated.comment is None:  # a comment on a line of its own moves; blank lines stay empty
+                return updated
+            return updated.with_changes(whitespace=moved(updated.indent, updated.whitespace))
+
+    return [arg.visit(Shift()) for arg in args]  # type: ignore[misc]
 
 
 # ----------------------------------------------------------------------------- guard-import

@@ -21,6 +21,8 @@ Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 #: binding's qualified import or None for a def, assignment or relative import), or
 #: None when the node is not a name the walk resolved
 Bindings = Callable[[cst.CSTNode], "tuple[str, tuple[str | None, ...]] | None"]
+#: the qualified names a dotted chain (its outermost node) can stand for, as the scan resolved them
+Qualify = Callable[[cst.CSTNode], Sequence[str]]
 
 #: why ``cuda-version-none`` leaves a value use (``int(torch.version.cuda[0])``) alone
 NOT_A_COMPARISON = "not a comparison: the version itself is used, so branch on torch.version.hip by hand"
@@ -71,7 +73,7 @@ def _transform(match: Match) -> str | None:
     return spec.transform if spec is not None and spec.kind == "transform" else None
 
 
-def _declined(match: Match, parent: Parent, bindings: Bindings) -> str | None:
+def _declined(match: Match, parent: Parent, bindings: Bindings, qualify: Qualify | None) -> str | None:
     spec = match.rule.fix
     if spec is None or match.guard is not None or not match.fixable:
         return None
@@ -80,7 +82,7 @@ def _declined(match: Match, parent: Parent, bindings: Bindings) -> str | None:
         if conflict is not None:
             return conflict
     if spec.kind == "replace":
-        return replace_declined(match, spec, parent)
+        return replace_declined(match, spec, parent, qualify)
     if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, parent) is None:
         return NOT_A_COMPARISON
     return None
@@ -92,13 +94,15 @@ def _decides(match: Match) -> bool:
                                                          or spec.transform == "cuda-version-none")
 
 
-def decline_reasons(module: cst.Module, matches: Sequence[Match], bindings: Bindings) -> list[str | None]:
+def decline_reasons(module: cst.Module, matches: Sequence[Match], bindings: Bindings,
+                    qualify: Qualify | None = None) -> list[str | None]:
     """Per match, why its fix does not apply at its site (None: it applies, or no fix
-    decides by site). The parent map is built only when some match needs it."""
+    decides by site). The parent map is built only when some match needs it; ``qualify``
+    lets a compatibility branch be recognised under any import alias."""
     if not any(_decides(m) for m in matches):
         return [None] * len(matches)
     parent = parents(module).get
-    return [_declined(m, parent, bindings) if _decides(m) else None for m in matches]
+    return [_declined(m, parent, bindings, qualify) if _decides(m) else None for m in matches]
 
 
 def binding_conflict(bound: tuple[str, tuple[str | None, ...]] | None) -> str | None:
@@ -123,17 +127,20 @@ def binding_conflict(bound: tuple[str, tuple[str | None, ...]] | None) -> str | 
 # ----------------------------------------------------------------------------- replace
 
 
-def compatibility_path(node: cst.CSTNode, target: str, parent: Parent) -> str | None:
+def compatibility_path(node: cst.CSTNode, target: str, parent: Parent, qualify: Qualify | None = None
+                       ) -> str | None:
     """Why ``node`` looks like the old-version branch of a compatibility shim, if it does:
     inside an ``except`` handler, or in a conditional that also spells the target
-    (``torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()``)."""
+    (``torch.amp.GradScaler(...) if new_torch else torch.cuda.amp.GradScaler()``, or
+    ``FusedLayerNorm if apex_available else LayerNorm`` after ``from torch.nn import
+    LayerNorm``: rewritten, both branches would be the same)."""
     tail = target.split(".")[-2:]
-    own = _spellings(node, tail)
+    own = _spellings(node, tail, target, qualify)
     ancestor = parent(node)
     while ancestor is not None:
         if isinstance(ancestor, cst.ExceptHandler | cst.ExceptStarHandler):
             return "in an `except` handler: a fallback path, likely for older versions; left as it is"
-        if isinstance(ancestor, cst.If | cst.IfExp) and _spellings(ancestor, tail) > own:
+        if isinstance(ancestor, cst.If | cst.IfExp) and _spellings(ancestor, tail, target, qualify) > own:
             return f"a compatibility branch next to `{'.'.join(tail)}`; left as it is"
         if isinstance(ancestor, cst.FunctionDef | cst.ClassDef):
             break
@@ -141,23 +148,30 @@ def compatibility_path(node: cst.CSTNode, target: str, parent: Parent) -> str | 
     return None
 
 
-def _spellings(node: cst.CSTNode, tail: list[str]) -> int:
-    """How many names in the code under ``node`` end in ``tail`` (comments and strings
-    do not count)."""
-    count = 0
+def _spellings(node: cst.CSTNode, tail: list[str], target: str, qualify: Qualify | None) -> int:
+    """How many names in the code under ``node`` end in ``tail``, or (with ``qualify``)
+    stand for ``target`` under any import (comments and strings do not count)."""
+    counted: set[int] = set()
 
     class Count(Walker):  # read-only: the matcher's walker, not a rebuilding LibCST visitor
         def visit_Attribute(self, attribute: cst.Attribute) -> None:
-            nonlocal count
             name = cst.helpers.get_full_name_for_node(attribute)
             if name is not None and name.split(".")[-len(tail):] == tail:
-                count += 1
+                counted.add(id(attribute))
+            self.qualified(attribute)
+
+        def visit_Name(self, name: cst.Name) -> None:
+            self.qualified(name)
+
+        def qualified(self, chain: cst.CSTNode) -> None:
+            if qualify is not None and target in qualify(chain):
+                counted.add(id(chain))
 
     Count().walk(node)
-    return count
+    return len(counted)
 
 
-def replace_declined(match: Match, spec: FixSpec, parent: Parent) -> str | None:
+def replace_declined(match: Match, spec: FixSpec, parent: Parent, qualify: Qualify | None = None) -> str | None:
     """Why a ``replace`` fix leaves this site alone, as far as the shape around it tells:
     no entry for the name, the old branch of a compatibility shim, or a use that is not
     called where only calls are rewritten. (A call's arguments are checked as it is
@@ -166,7 +180,7 @@ def replace_declined(match: Match, spec: FixSpec, parent: Parent) -> str | None:
     entry = spec.replacement_for(match.variables.get("name", ""))
     if entry is None:
         return f"no fix is declared for `{match.variables.get('name', '')}`"
-    shim = compatibility_path(node, entry.to, parent)
+    shim = compatibility_path(node, entry.to, parent, qualify)
     if shim is not None:
         return shim
     up = parent(node)

@@ -1856,6 +1856,20 @@ def _runs_inside(owner: cst.CSTNode, child: cst.CSTNode) -> bool:
     return True
 
 
+def _qualifier(collector: _Collector) -> Callable[[cst.CSTNode], list[str]]:
+    """The qualified names the dotted chain ending at a node can stand for (none for a node
+    that ends no chain), for the fix-site decisions; the chain index is built on first use."""
+    outer: dict[int, _Chain] = {}
+
+    def qualify(node: cst.CSTNode) -> list[str]:
+        if not outer:
+            outer.update((id(chain.nodes[-1]), chain) for chain in collector.chains)
+        chain = outer.get(id(node))
+        return chain.scope.qualified(chain.parts) if chain is not None else []
+
+    return qualify
+
+
 def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> list[Match]:
     resolver.run()
     hits = _drop_superseded(resolver.hits)
@@ -1912,8 +1926,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             guard = import_guards.get(id(statement), FALLBACK) if statement is not None else FALLBACK
             matches[i] = dataclasses.replace(m, guard=guard)
     matches = [dataclasses.replace(m, declined=reason) if reason else m
-               for m, reason in zip(matches, decline_reasons(module, matches, _bindings_of(collector)),
-                                    strict=True)]
+               for m, reason in zip(matches, decline_reasons(module, matches, _bindings_of(collector),
+                                                             _qualifier(collector)), strict=True)]
     for rule, used_at, node, variables in uses:
         if guard_at(*offsets[id(used_at)]) not in (FALLBACK, FALLBACK_EQUIVALENT):
             continue  # an unguarded import is reported itself; its uses add nothing

@@ -17,7 +17,7 @@ After::
     for x, y in loader:
         with torch.amp.autocast("cuda", dtype=torch.float16):
             loss = criterion(model(x), y)
-            optimizer.zero_grad()
+        optimizer.zero_grad()
         scaler.scale(loss).backward()
         scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_((p for group in optimizer.param_groups for p in group["params"]), 1.0)
@@ -27,12 +27,14 @@ After::
 The shape this handles: one ``amp.initialize(model, optimizer, ...)`` assignment, at
 module level or in the function that also holds every ``with amp.scale_loss(loss,
 opt) as s: s.backward()`` and an ``opt.step()`` for each optimizer. The statements
-before each ``scale_loss`` in its loop (or function) body -- the forward pass and the
-loss -- go under autocast. A run-time ``opt_level`` or ``enabled=`` becomes the
-scaler's ``enabled`` and autocast follows ``scaler.is_enabled()``; an ``initialize``
-under a condition gets a disabled scaler before it, as apex passes the loss through
-when amp was never initialized. Gradient clipping after ``scale_loss`` saw unscaled
-gradients under apex, so ``scaler.unscale_(opt)`` is written before it.
+that compute each loss before its ``scale_loss``, in its loop (or function) body -- the
+forward pass and the loss, found by following the loss's data flow back -- go under
+autocast; what comes after the loss (logging, ``zero_grad``) stays outside. A run-time
+``opt_level`` or ``enabled=`` becomes the scaler's ``enabled`` and autocast follows
+``scaler.is_enabled()``; an ``initialize`` under a condition gets a disabled scaler
+before it, as apex passes the loss through when amp was never initialized. Gradient
+clipping after ``scale_loss`` saw unscaled gradients under apex, so ``scaler.unscale_(opt)``
+is written before it.
 
 Anything else that uses apex amp in the module (``amp.state_dict()``, ``half_function``,
 ``num_losses``, a fixed ``loss_scale``, O3, ``delay_unscale``) leaves the whole module
@@ -433,36 +435,39 @@ class _Builder:
     # -- the forward pass under autocast -------------------------------------------------
 
     def autocast(self, scales: list[cst.Call], scaler: str, follow_scaler: bool) -> None:
-        """Put the statements that compute each loss under autocast: in the innermost block
-        (up to the loop or function body) where a statement before ``scale_loss`` assigns
-        the loss, everything from the block's start (or the last statement the rewrite
-        touches) up to ``scale_loss``."""
+        """Put the statements that compute each loss under autocast, and only those: in the
+        innermost block (up to the loop or function body) where a statement before
+        ``scale_loss`` assigns the loss, from the first statement the loss depends on (data
+        flow back from the loss through that block's assignments) to the last one that
+        assigns it. Logging, timing and ``zero_grad`` after the loss stay outside; the walk
+        back stops at the block's start or at a statement the rewrite touches."""
         ctx = self.ctx
         busy = set(self.plan.replace) | set(self.plan.before)
         for call in scales:
             loss = _argument(call, 0, "loss")
             assert loss is not None
-            names = _names_in(loss.value)
+            names = _reads(loss.value)
             region = None
             for block, index in _enclosing_blocks(ctx, call):
                 body = list(block.body)  # type: ignore[attr-defined]
-                first = index
-                while first > 0:
-                    candidate = body[first - 1]
+                lower = index
+                while lower > 0:
+                    candidate = body[lower - 1]
                     if _docstring(candidate) or isinstance(candidate, cst.FunctionDef | cst.ClassDef) \
                             or any(ctx.contains(candidate, b) for b in busy) or _has_global(candidate):
                         break
-                    first -= 1
-                if any(names & _assigned(statement) for statement in body[first:index]):
-                    region = (block, first, index)
+                    lower -= 1
+                assigning = [i for i in range(lower, index) if _touches(_writes(body[i]), names)]
+                if assigning:
+                    region = (block, _first_needed(body, lower, assigning[-1], names), assigning[-1] + 1)
                     break
             if region is None:
                 raise Decline("the loss is not computed before amp.scale_loss in the same loop or "
                               "function; put its forward pass under autocast by hand")
-            block, first, index = region
+            block, first, end = region
             regions = self.plan.wraps.setdefault(block, [])
-            if (first, index) not in regions:
-                regions.append((first, index))
+            if (first, end) not in regions:
+                regions.append((first, end))
         arguments = [cst.Arg(cst.SimpleString('"cuda"')),
                      cst.Arg(self.expression("torch.float16", scales[0]), keyword=cst.Name("dtype"), equal=EQUAL)]
         if follow_scaler:
@@ -486,19 +491,47 @@ def _enclosing_blocks(ctx: FixContext, node: cst.CSTNode) -> list[tuple[cst.CSTN
     return found
 
 
-def _names_in(expression: cst.CSTNode) -> set[str]:
+def _first_needed(body: list[cst.CSTNode], lower: int, last: int, names: set[str]) -> int:
+    """The index of the first statement in ``body[lower:last + 1]`` that what ``body[last]``
+    (the loss) reads depends on, following assignments backwards."""
+    needed = set(names)
+    first = last
+    for i in range(last, lower - 1, -1):
+        if i == last or _touches(_writes(body[i]), needed):
+            needed |= _reads(body[i])
+            first = i
+    return first
+
+
+def _touches(written: set[str], needed: set[str]) -> bool:
+    """Does assigning ``written`` change one of ``needed``? (``self.x`` changes ``self``
+    and ``self.x.y``; ``self.step`` leaves ``self.model`` alone.)"""
+    return any(w == n or n.startswith(w + ".") or w.startswith(n + ".") for w in written for n in needed)
+
+
+def _reads(node: cst.CSTNode) -> set[str]:
+    """The names and dotted chains (``self.model``) in the code under ``node``."""
     found: set[str] = set()
 
-    class Names(Walker):
-        def visit_Name(self, node: cst.Name) -> None:
-            found.add(node.value)
+    class Reads(Walker):
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            chain = dotted(attribute)
+            if chain is None:
+                self.walk(attribute.value)  # f(x).loss reads f and x, not a name `loss`
+            else:
+                found.add(".".join(chain[1]))
+            return False
 
-    Names().walk(expression)
+        def visit_Name(self, name: cst.Name) -> None:
+            found.add(name.value)
+
+    Reads().walk(node)
     return found
 
 
-def _assigned(statement: cst.CSTNode) -> set[str]:
-    """Plain names a statement assigns, looking into its blocks but not into nested defs."""
+def _writes(statement: cst.CSTNode) -> set[str]:
+    """What a statement assigns, looking into its blocks but not into nested defs: names,
+    and the chain an attribute or item assignment changes (``self.step``, ``batch``)."""
     found: set[str] = set()
 
     class Targets(Walker):
@@ -509,16 +542,40 @@ def _assigned(statement: cst.CSTNode) -> set[str]:
             return False
 
         def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            found.update(_names_in(node.target))
+            found.update(_target(node.target))
 
         def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            found.update(_names_in(node.target))
+            found.update(_target(node.target))
 
         def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            found.update(_names_in(node.target))
+            found.update(_target(node.target))
+
+        def visit_For(self, node: cst.For) -> None:
+            found.update(_target(node.target))
+
+        def visit_AsName(self, node: cst.AsName) -> None:
+            found.update(_target(node.name))
+
+        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
+            found.update(_target(node.target))
 
     Targets().walk(statement)
     return found
+
+
+def _target(target: cst.CSTNode) -> set[str]:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, cst.Tuple | cst.List):
+        return {name for element in target.elements for name in _target(element.value)}
+    if isinstance(target, cst.StarredElement):
+        return _target(target.value)
+    if isinstance(target, cst.Attribute):
+        chain = dotted(target)
+        return {".".join(chain[1])} if chain is not None else _target(target.value)
+    if isinstance(target, cst.Subscript):
+        return _target(target.value)
+    return set()
 
 
 def _runs_before(ctx: FixContext, statement: cst.CSTNode, step: cst.CSTNode) -> bool:
