@@ -24,8 +24,9 @@ from libcst.metadata import CodePosition, CodeRange
 
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
-from portscan.match.fixsites import parents
+from portscan.match.fixsites import parents, probing
 from portscan.match.locate import locate
+from portscan.match.syntax import dotted
 from portscan.match.python import Names, Scope
 from portscan.parse import LineIndex
 
@@ -117,13 +118,26 @@ class FixContext:
                 found.setdefault(node.attr.value, []).append(node)
         return found
 
-    def attribute_uses(self, names: set[str]) -> list[cst.Attribute]:
-        """Every ``x.<name>`` in the module for these attribute names, in source order."""
-        found = [node for name in names for node in self._attributes.get(name, ())]
-        if len(found) > 1:
-            where = self.positions(found)
-            found.sort(key=lambda n: (where[id(n)].start.line, where[id(n)].start.column))
-        return found
+    def attributes(self, name: str) -> list[cst.Attribute]:
+        """Every ``x.<name>`` in the module."""
+        return self._attributes.get(name, [])
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def imports_used(self, node: cst.CSTNode) -> list[tuple[str, cst.Import | cst.ImportFrom]]:
+        return self.names.imports_used(node)
+
+    def bindings(self, node: cst.CSTNode) -> tuple[str, tuple[str | None, ...]] | None:
+        first = node
+        while isinstance(first, cst.Attribute):
+            first = first.value
+        owner = self.scope(first).lookup(first.value) if isinstance(first, cst.Name) else None
+        return None if owner is None else (first.value, tuple(owner.bindings[first.value]))  # type: ignore[attr-defined]
+
+    def qualify(self, node: cst.CSTNode) -> list[str]:
+        chain = dotted(node) if isinstance(node, cst.Name | cst.Attribute) else None
+        return self.scope(node).qualified(chain[1]) if chain is not None else []
 
     def line(self, node: cst.CSTNode) -> int:
         return self.positions([node])[id(node)].start.line
@@ -154,34 +168,6 @@ class FixContext:
         AddImportsVisitor.add_needed_import(self.context, root)
         return cst.parse_expression(qualified)
 
-    def _probe(self, statement: cst.CSTNode) -> bool:
-        """Is this import in the body of a ``try`` whose handler copes? Then it is a probe:
-        removing it changes more than the names it binds (``HAS_APEX = True`` after it
-        would always run, or the ``try`` would be left as ``pass``)."""
-        line = self.parent(statement)
-        block = self.parent(line) if line is not None else None
-        owner = self.parent(block) if block is not None else None
-        return isinstance(owner, cst.Try) and block is owner.body \
-            and not all(_only_raises(handler) for handler in owner.handlers)
-
-    def probed(self, node: cst.CSTNode) -> str | None:
-        """Why ``node`` is not rewritten: a name it uses comes from a probing import (see
-        :meth:`_probe`). The import would have to stay, so the module would still probe for
-        the package and take the other path where it is missing: the rewrite would change
-        only the machines that have it."""
-        for local, statement in self.names.imports_used(node):
-            reason = self.probing(statement, local.split(".")[0])
-            if reason is not None:
-                return reason
-        return None
-
-    def probing(self, statement: cst.Import | cst.ImportFrom, name: str) -> str | None:
-        """Why an import's names are not rewritten, if it is a probe (see :meth:`probed`)."""
-        if not self._probe(statement):
-            return None
-        return (f"`{name}` comes from the `try` at line {self.line(statement)}, which tests whether "
-                "the package is installed; port that test and its branches by hand")
-
     def release_imports(self, node: cst.CSTNode) -> None:
         """Schedule the imports ``node`` used for removal; LibCST's
         :class:`RemoveImportsVisitor` removes those nothing else uses when the pass ends.
@@ -189,8 +175,8 @@ class FixContext:
         for local, statement in self.names.imports_used(node):
             if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
                 continue
-            if self._probe(statement):
-                continue
+            if probing(self, statement, local) is not None:
+                continue  # a probe stays (and the scan declined the uses that need it)
             module = None
             if isinstance(statement, cst.ImportFrom):
                 module = get_absolute_module_from_package_for_import(self.context.full_package_name, statement)
@@ -207,13 +193,3 @@ class FixContext:
                     RemoveImportsVisitor.remove_unused_import(self.context, module, obj=alias.evaluated_name,
                                                               asname=alias.evaluated_alias)
 
-
-def _only_raises(handler: cst.ExceptHandler) -> bool:
-    """Does an ``except`` handler do nothing but raise (so nothing runs without the import)?"""
-    suite = handler.body
-    if isinstance(suite, cst.SimpleStatementSuite):
-        smalls: list[cst.CSTNode] = list(suite.body)
-    else:
-        smalls = [small for line in suite.body
-                  for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
-    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)

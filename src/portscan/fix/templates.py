@@ -14,7 +14,6 @@ import libcst as cst
 from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
 from portscan.ruleset.fixspec import FixSpec, Replace
 from portscan.match import Match
-from portscan.match.fixsites import replace_declined
 from portscan.match.syntax import literal
 from portscan.ruleset.table import MISSING, Literal, literal_in
 
@@ -38,14 +37,8 @@ def literal_node(value: Literal) -> cst.BaseExpression:
 def replace(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
     node = match.node
     assert isinstance(node, cst.BaseExpression)
-    reason = replace_declined(match, spec, ctx.parent)  # what the scan decided for this site
-    if reason is not None:
-        return Declined(match, reason)
     entry = spec.replacement_for(match.variables.get("name", ""))
     assert entry is not None
-    blocking = source_only_use(ctx, entry) or ctx.probed(node)
-    if blocking is not None:
-        return Declined(match, blocking)
     parent = ctx.parent(node)
     if isinstance(parent, cst.Call) and parent.func is node:
         return _replace_call(ctx, match, spec, entry, parent)
@@ -126,20 +119,6 @@ def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
     return Edit(call, call.with_changes(func=reference, args=new_args), match, spec.tier)
 
 
-def source_only_use(ctx: FixContext, entry: Replace) -> str | None:
-    """Why the rewritten object would break: the module uses an attribute of it that only
-    the source type has (``model.disable_allreduce()`` after apex DDP became torch DDP).
-    Any receiver counts: the names are the source library's own, and the object often
-    travels (``self.model``, a returned wrapper) where no binding follows it."""
-    if not entry.source_only:
-        return None
-    wanted = set(entry.source_only)
-    for use in ctx.attribute_uses(wanted):
-        return (f"`{ctx.module.code_for_node(use)}` (line {ctx.line(use)}) is only on "
-                f"`{match_name(entry)}`; `{entry.to}` has no `{use.attr.value}`")
-    return None
-
-
 def _unrewritten_call(ctx: FixContext, match: Match) -> str | None:
     """A use that is not called (``isinstance(model, DDP)``, a decorator) follows the calls
     of the same name: renamed only once none is left, so it never disagrees with an object
@@ -152,10 +131,6 @@ def _unrewritten_call(ctx: FixContext, match: Match) -> str | None:
             return (f"`{ctx.module.code_for_node(called.func)}(...)` (line {ctx.line(called)}) is not "
                     "rewritten (yet), so its other uses stay as they are")
     return None
-
-
-def match_name(entry: Replace) -> str:
-    return entry.names[0].rsplit(".", 1)[-1] if entry.names else "the original"
 
 
 def _layout(call: cst.Call, args: list[cst.Arg]) -> list[cst.Arg]:
@@ -326,7 +301,7 @@ def delete(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
     if not alone:
         return Declined(match, "only a call or an assignment that is a whole statement is deleted")
     assert isinstance(line, cst.SimpleStatementLine)
-    needed = _still_needed(ctx, match) or ctx.probed(match.node)
+    needed = _still_needed(ctx, match)
     if needed is not None:
         return Declined(match, needed)
     ctx.release_imports(match.node)  # apex's import, not those of the arguments

@@ -9,6 +9,7 @@ it back unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 import libcst as cst
 
@@ -17,12 +18,32 @@ from portscan.match.syntax import Walker, children
 from portscan.ruleset.fixspec import FixSpec
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
-#: what a use's first name is bound to in the scope that binds it: (the name, each
-#: binding's qualified import or None for a def, assignment or relative import), or
-#: None when the node is not a name the walk resolved
-Bindings = Callable[[cst.CSTNode], "tuple[str, tuple[str | None, ...]] | None"]
 #: the qualified names a dotted chain (its outermost node) can stand for, as the scan resolved them
 Qualify = Callable[[cst.CSTNode], Sequence[str]]
+
+
+class Facts(Protocol):
+    """What the walk knows of the whole module, for the decisions that look past a site's
+    own shape. The scan's walk gives it, and so does a fix pass's
+    :class:`~portscan.fix.rewrite.FixContext`, so both decide alike."""
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None: ...
+
+    def bindings(self, node: cst.CSTNode) -> tuple[str, tuple[str | None, ...]] | None:
+        """What the first name of the chain holding ``node`` is bound to: (the name, each
+        binding's qualified import, or None for a def, assignment or relative import)."""
+
+    def qualify(self, node: cst.CSTNode) -> Sequence[str]: ...
+
+    def imports_used(self, node: cst.CSTNode) -> list[tuple[str, cst.Import | cst.ImportFrom]]: ...
+
+    def attributes(self, name: str) -> Sequence[cst.Attribute]:
+        """Every ``x.<name>`` in the module."""
+
+    def line(self, node: cst.CSTNode) -> int: ...
+
+    def code(self, node: cst.CSTNode) -> str: ...
+
 
 #: why ``cuda-version-none`` leaves a value use (``int(torch.version.cuda[0])``) alone
 NOT_A_COMPARISON = "not a comparison: the version itself is used, so branch on torch.version.hip by hand"
@@ -73,17 +94,17 @@ def _transform(match: Match) -> str | None:
     return spec.transform if spec is not None and spec.kind == "transform" else None
 
 
-def _declined(match: Match, parent: Parent, bindings: Bindings, qualify: Qualify | None) -> str | None:
+def _declined(match: Match, facts: Facts) -> str | None:
     spec = match.rule.fix
     if spec is None or match.guard is not None or not match.fixable:
         return None
     if spec.kind in ("replace", "delete"):
-        conflict = binding_conflict(bindings(match.node))
-        if conflict is not None:
-            return conflict
+        reason = binding_conflict(facts.bindings(match.node)) or probed(facts, match.node)
+        if reason is not None:
+            return reason
     if spec.kind == "replace":
-        return replace_declined(match, spec, parent, qualify)
-    if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, parent) is None:
+        return replace_declined(match, spec, facts.parent, facts.qualify) or source_only_use(facts, match, spec)
+    if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, facts.parent) is None:
         return NOT_A_COMPARISON
     return None
 
@@ -94,15 +115,13 @@ def _decides(match: Match) -> bool:
                                                          or spec.transform == "cuda-version-none")
 
 
-def decline_reasons(module: cst.Module, matches: Sequence[Match], bindings: Bindings,
-                    qualify: Qualify | None = None) -> list[str | None]:
+def decline_reasons(matches: Sequence[Match], facts: Callable[[], Facts]) -> list[str | None]:
     """Per match, why its fix does not apply at its site (None: it applies, or no fix
-    decides by site). The parent map is built only when some match needs it; ``qualify``
-    lets a compatibility branch be recognised under any import alias."""
+    decides by site). The module's facts are gathered only when some match needs them."""
     if not any(_decides(m) for m in matches):
         return [None] * len(matches)
-    parent = parents(module).get
-    return [_declined(m, parent, bindings, qualify) if _decides(m) else None for m in matches]
+    known = facts()
+    return [_declined(m, known) if _decides(m) else None for m in matches]
 
 
 def binding_conflict(bound: tuple[str, tuple[str | None, ...]] | None) -> str | None:
@@ -124,7 +143,67 @@ def binding_conflict(bound: tuple[str, tuple[str | None, ...]] | None) -> str | 
             "every branch, so each is left to port by hand")
 
 
+def _probe(facts: Facts, statement: cst.CSTNode) -> bool:
+    """Is this import in the body of a ``try`` whose handler copes? Then it is a probe:
+    removing it changes more than the names it binds (``HAS_APEX = True`` after it
+    would always run, or the ``try`` would be left as ``pass``)."""
+    line = facts.parent(statement)
+    block = facts.parent(line) if line is not None else None
+    owner = facts.parent(block) if block is not None else None
+    return isinstance(owner, cst.Try) and block is owner.body \
+        and not all(only_raises(handler) for handler in owner.handlers)
+
+
+def probing(facts: Facts, statement: cst.Import | cst.ImportFrom, name: str) -> str | None:
+    """Why the names an import binds are not rewritten, if it is a probe: the import would
+    have to stay, so the module would still test for the package and take the other path
+    where it is missing; the rewrite would change only the machines that have it."""
+    if not _probe(facts, statement):
+        return None
+    return (f"`{name}` comes from the `try` at line {facts.line(statement)}, which tests whether "
+            "the package is installed; port that test and its branches by hand")
+
+
+def probed(facts: Facts, node: cst.CSTNode) -> str | None:
+    """:func:`probing` for each import a use relies on."""
+    for local, statement in facts.imports_used(node):
+        reason = probing(facts, statement, local.split(".")[0])
+        if reason is not None:
+            return reason
+    return None
+
+
+def only_raises(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
+    """Does an ``except`` handler do nothing but raise (so nothing runs without the import)?"""
+    suite = handler.body
+    if isinstance(suite, cst.SimpleStatementSuite):
+        smalls: list[cst.CSTNode] = list(suite.body)
+    else:
+        smalls = [small for line in suite.body
+                  for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
+
+
 # ----------------------------------------------------------------------------- replace
+
+
+def source_only_use(facts: Facts, match: Match, spec: FixSpec) -> str | None:
+    """Why the rewritten object would break: the module uses an attribute of it that only
+    the source type has (``model.disable_allreduce()`` after apex DDP became torch DDP).
+    Any receiver counts: the names are the source library's own, and the object often
+    travels (``self.model``, a returned wrapper) where no binding follows it."""
+    entry = spec.replacement_for(match.variables.get("name", ""))
+    if entry is None or not entry.source_only:
+        return None
+    uses = [use for name in entry.source_only for use in facts.attributes(name)]
+    if not uses:
+        return None
+    first = min(uses, key=facts.line)
+    source = entry.names[0].rsplit(".", 1)[-1] if entry.names else match.variables.get("name", "")
+    return (f"`{facts.code(first)}` (line {facts.line(first)}) is only on `{source}`; "
+            f"`{entry.to}` has no `{first.attr.value}`")
+
+
 
 
 def compatibility_path(node: cst.CSTNode, target: str, parent: Parent, qualify: Qualify | None = None

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, get_args
 import libcst as cst
 
 from portscan.match import Match
-from portscan.match.fixsites import decline_reasons
+from portscan.match.fixsites import decline_reasons, parents
 from portscan.match.guards import (
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -47,6 +47,7 @@ from portscan.match.guards import (
     is_vendor_check,
 )
 from portscan.match.locate import locate
+from portscan.parse import LineIndex
 from portscan.match.syntax import (
     Walker,
     children,
@@ -1856,20 +1857,6 @@ def _runs_inside(owner: cst.CSTNode, child: cst.CSTNode) -> bool:
     return True
 
 
-def _qualifier(collector: _Collector) -> Callable[[cst.CSTNode], list[str]]:
-    """The qualified names the dotted chain ending at a node can stand for (none for a node
-    that ends no chain), for the fix-site decisions; the chain index is built on first use."""
-    outer: dict[int, _Chain] = {}
-
-    def qualify(node: cst.CSTNode) -> list[str]:
-        if not outer:
-            outer.update((id(chain.nodes[-1]), chain) for chain in collector.chains)
-        chain = outer.get(id(node))
-        return chain.scope.qualified(chain.parts) if chain is not None else []
-
-    return qualify
-
-
 def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> list[Match]:
     resolver.run()
     hits = _drop_superseded(resolver.hits)
@@ -1926,8 +1913,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             guard = import_guards.get(id(statement), FALLBACK) if statement is not None else FALLBACK
             matches[i] = dataclasses.replace(m, guard=guard)
     matches = [dataclasses.replace(m, declined=reason) if reason else m
-               for m, reason in zip(matches, decline_reasons(module, matches, _bindings_of(collector),
-                                                             _qualifier(collector)), strict=True)]
+               for m, reason in zip(matches, decline_reasons(matches, lambda: _Facts(module, collector)),
+                                    strict=True)]
     for rule, used_at, node, variables in uses:
         if guard_at(*offsets[id(used_at)]) not in (FALLBACK, FALLBACK_EQUIVALENT):
             continue  # an unguarded import is reported itself; its uses add nothing
@@ -1942,24 +1929,64 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     return matches
 
 
-def _bindings_of(collector: _Collector) -> Callable[[cst.CSTNode], tuple[str, tuple[str | None, ...]] | None]:
-    """For :func:`portscan.match.fixsites.decline_reasons`: what the first name of the
-    dotted chain holding a node is bound to, every binding in the scope that binds it.
-    The chains are indexed on the first call."""
-    at: dict[int, _Chain] = {}
+class _Facts:
+    """The walk's view of the whole module for :func:`portscan.match.fixsites.decline_reasons`
+    (see :class:`portscan.match.fixsites.Facts`); each index is built on first use."""
 
-    def bindings(node: cst.CSTNode) -> tuple[str, tuple[str | None, ...]] | None:
-        if not at:
-            at.update((id(n), chain) for chain in collector.chains for n in chain.nodes)
-        chain = at.get(id(node))
-        if chain is None:
-            return None
-        owner = chain.scope.lookup(chain.parts[0])
-        if owner is None:
-            return None
-        return chain.parts[0], tuple(owner.bindings[chain.parts[0]])
+    def __init__(self, module: cst.Module, collector: _Collector) -> None:
+        self.module = module
+        self.collector = collector
 
-    return bindings
+    @functools.cached_property
+    def _parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        return parents(self.module)
+
+    @functools.cached_property
+    def _chains(self) -> tuple[dict[int, _Chain], dict[int, _Chain]]:
+        """(every node of a chain, the outermost node of a chain) -> the chain"""
+        chains = self.collector.chains
+        return ({id(n): chain for chain in chains for n in chain.nodes},
+                {id(chain.nodes[-1]): chain for chain in chains})
+
+    @functools.cached_property
+    def _names(self) -> Names:
+        return Names(self.collector)
+
+    @functools.cached_property
+    def _attributes(self) -> dict[str, list[cst.Attribute]]:
+        found: dict[str, list[cst.Attribute]] = {}
+        for node in self._parents:
+            if isinstance(node, cst.Attribute):
+                found.setdefault(node.attr.value, []).append(node)
+        return found
+
+    @functools.cached_property
+    def _lines(self) -> LineIndex:
+        return LineIndex(self.module.code)  # only for a decline's message: rare
+
+    def parent(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        return self._parents.get(node)
+
+    def bindings(self, node: cst.CSTNode) -> tuple[str, tuple[str | None, ...]] | None:
+        chain = self._chains[0].get(id(node))
+        owner = chain.scope.lookup(chain.parts[0]) if chain is not None else None
+        return None if owner is None or chain is None else (chain.parts[0], tuple(owner.bindings[chain.parts[0]]))
+
+    def qualify(self, node: cst.CSTNode) -> list[str]:
+        chain = self._chains[1].get(id(node))
+        return chain.scope.qualified(chain.parts) if chain is not None else []
+
+    def imports_used(self, node: cst.CSTNode) -> list[tuple[str, cst.Import | cst.ImportFrom]]:
+        return self._names.imports_used(node)
+
+    def attributes(self, name: str) -> list[cst.Attribute]:
+        return self._attributes.get(name, [])
+
+    def line(self, node: cst.CSTNode) -> int:
+        return self._lines.position(locate(self.module, [node])[id(node)][0])[0]
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
 
 
 #: module attributes that describe the module rather than use it

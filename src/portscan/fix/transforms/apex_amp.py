@@ -53,7 +53,7 @@ from portscan.fix.rewrite import EQUAL, FixContext, single_small
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 from portscan.fix.transforms.base import TransformResult, decline_all
 from portscan.match import Match
-from portscan.match.fixsites import binding_conflict
+from portscan.match.fixsites import binding_conflict, probing
 from portscan.match.syntax import Walker, dotted, literal
 from portscan.ruleset.table import MISSING
 
@@ -112,7 +112,7 @@ def _amp_references(ctx: FixContext) -> list[tuple[str, cst.CSTNode]]:
                 continue
             owner = scope.lookup(local)
             conflict = binding_conflict((local, tuple(owner.bindings[local]))) if owner is not None else None
-            conflict = conflict or ctx.probing(node, local)
+            conflict = conflict or probing(ctx, node, local)
             if conflict is not None:
                 raise Decline(conflict)
             for use, _ in ctx.names.uses(local, scope):
