@@ -186,7 +186,7 @@ def check_file(path: str, before: str, after: str, applied_rules: Iterable[str] 
     flakes_before, flakes_after = pyflakes_messages(before, path), pyflakes_messages(after, path)
     for kind, name, line in _new(flakes_before, flakes_after, UNDEFINED):
         failures.append(Failure("undefined", path, line, f"{kind} {name!r}"))
-    for kind, name, line in _new(flakes_before, flakes_after, ("UnusedImport",)):
+    for _, name, line in _new(flakes_before, flakes_after, ("UnusedImport",)):
         failures.append(Failure("unused-import", path, line, f"{name!r} imported but unused"))
     trys_before, trys_after = pass_only_trys(old), pass_only_trys(new)
     if len(trys_after) > len(trys_before):
@@ -369,8 +369,8 @@ def diff_mismatches(diff: str, originals: Mapping[str, str], written: Mapping[st
             failures.append(Failure("diff", path, 0, f"does not apply: {exc}"))
             continue
         if result != written[path]:
-            first = next((n for n, (a, b) in enumerate(zip(result.splitlines(), written[path].splitlines()), 1)
-                          if a != b), 0)
+            pairs = zip(result.splitlines(), written[path].splitlines(), strict=False)
+            first = next((n for n, (a, b) in enumerate(pairs, 1) if a != b), 0)
             failures.append(Failure("diff", path, first, "the diff applied differs from the written file"))
     return failures
 

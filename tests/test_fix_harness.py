@@ -138,8 +138,9 @@ def test_source_only_names_come_from_the_loaded_rule_or_its_file(tmp_path: Path)
         '''))
     fix = SimpleNamespace(kind="replace", replace=(SimpleNamespace(to="t"),))
     from_file = SimpleNamespace(code="PS999", origin=str(rule_file), fix=fix)
+    entry = SimpleNamespace(source_only=("allreduce",))  # the field, once the loader knows it
     loaded = SimpleNamespace(code="PS998", origin=str(tmp_path / "none.toml"),
-                             fix=SimpleNamespace(kind="replace", replace=(SimpleNamespace(source_only=("allreduce",)),)))
+                             fix=SimpleNamespace(kind="replace", replace=(entry,)))
     other = SimpleNamespace(code="PS997", origin=str(rule_file), fix=SimpleNamespace(kind="delete", replace=()))
     assert harness.source_only_names([from_file, loaded, other]) == {
         "PS999": frozenset({"disable_allreduce", "enable_allreduce"}), "PS998": frozenset({"allreduce"})}
