@@ -21,9 +21,10 @@ use-site
     type has and the target lacks) was applied, the module uses none of them as
     ``.name``;
 mixed
-    no rule's fix is applied to some uses in a module and declined on others there (the
-    module then mixes the old and the new type, ``isinstance(m, FusedLayerNorm)`` beside
-    ``nn.LayerNorm(...)``, and still imports the old one);
+    no ``replace`` fix of a rule at warning or above (its source is missing or broken on
+    ROCm) is applied to some uses in a module and declined on others there: the module
+    then mixes the old and the new type, ``isinstance(m, FusedLayerNorm)`` beside
+    ``nn.LayerNorm(...)``, and still imports the old one;
 
 and for the tree: a second ``fix --unsafe-fixes`` changes nothing (idempotence), and
 the ``--diff`` output, applied to the original, gives exactly the files write mode
@@ -397,8 +398,8 @@ def file_bytes(root: Path) -> dict[str, bytes]:
             if p.is_file() and not p.is_symlink()}
 
 
-def run_tree(tree_id: str, root: Path, scratch: Path,
-             source_only: Mapping[str, frozenset[str]] | None = None) -> TreeResult:
+def run_tree(tree_id: str, root: Path, scratch: Path, source_only: Mapping[str, frozenset[str]] | None = None,
+             mixed: frozenset[str] | None = None) -> TreeResult:
     """Fix a copy of ``root`` under ``scratch`` and check the result."""
     result = TreeResult(tree_id)
     start = time.perf_counter()
@@ -438,7 +439,7 @@ def run_tree(tree_id: str, root: Path, scratch: Path,
         failures, notes = check_file(path, before[path], after[path], summary.applied.get(path, {}), source_only)
         result.failures += failures
         result.notes += notes
-    result.failures += mixed_failures(summary)
+    result.failures += mixed_failures(summary, mixed)
     for path in sorted(set(summary.applied) - set(changed)):
         result.failures.append(Failure("fix-error", path, 0, "reported as fixed but not changed on disk"))
 
@@ -453,10 +454,20 @@ def run_tree(tree_id: str, root: Path, scratch: Path,
     return result
 
 
-def mixed_failures(summary: Summary) -> list[Failure]:
-    """A finding declined in a module where the same rule's fix was applied to others."""
+def mixed_failures(summary: Summary, codes: frozenset[str] | None = None) -> list[Failure]:
+    """A finding declined in a module where the same rule's fix was applied to others
+    (only rules of ``codes``, when given: see :func:`mixed_codes`)."""
     return [Failure("mixed", path, line, f"{rule} fixed elsewhere in this module, declined here: {reason}")
-            for path, line, rule, reason in summary.declined if rule in summary.applied.get(path, {})]
+            for path, line, rule, reason in summary.declined
+            if rule in summary.applied.get(path, {}) and (codes is None or rule in codes)]
+
+
+def mixed_codes(rules: Iterable[Any]) -> frozenset[str]:
+    """The rules a partly fixed module is a failure for: ``replace`` fixes of findings at
+    warning or above. (An info rule such as ``torch.cuda.amp.autocast`` -> ``torch.amp``
+    works either way; a ``guard-import`` left off one import of several is not a mix of types.)"""
+    return frozenset(r.code for r in rules if r.fix is not None and r.fix.kind == "replace"
+                     and str(getattr(r.severity, "value", r.severity)) in ("warning", "error"))
 
 
 def idempotence_failures(second_diff: str) -> list[Failure]:
@@ -558,7 +569,8 @@ def main() -> int:
         trees = [t for t in trees if t.id in args.only]
     from portscan.ruleset.loader import load_rules
 
-    source_only = source_only_names(load_rules().rules)
+    rules = load_rules().rules
+    source_only, mixed = source_only_names(rules), mixed_codes(rules)
     results, skipped = [], []
     with tempfile.TemporaryDirectory(prefix="portscan-fix-harness-") as scratch:
         for tree in trees:
@@ -571,7 +583,7 @@ def main() -> int:
             if root is None:
                 skipped.append(tree.id)
                 continue
-            result = run_tree(tree.id, root, Path(scratch), source_only)
+            result = run_tree(tree.id, root, Path(scratch), source_only, mixed)
             shutil.rmtree(Path(scratch) / tree.id, ignore_errors=True)
             results.append(result)
             print(f"{tree.id}: {len(result.changed)} files changed, {sum(result.applied.values())} fixes, "

@@ -207,3 +207,13 @@ def test_a_rule_fixed_on_some_uses_of_a_module_and_declined_on_others_is_reporte
                                         ("other.py", 3, "PS210", "only calls are rewritten; this use is not called")),
                               errors=())
     assert [(f.check, f.path, f.line) for f in harness.mixed_failures(summary)] == [("mixed", "model.py", 11)]
+
+
+def test_mixed_counts_replace_fixes_at_warning_or_above() -> None:
+    from portscan.ruleset.loader import load_rules
+
+    codes = harness.mixed_codes(load_rules().rules)
+    assert {"PS209", "PS210", "PS222"} <= codes  # apex FusedAdam, FusedLayerNorm, DDP
+    assert not codes & {"PS316", "PS614"}  # torch.cuda.amp (info), a guard-import
+    summary = harness.Summary(applied={"m.py": {"PS316": 1}}, declined=(("m.py", 4, "PS316", "*args"),), errors=())
+    assert harness.mixed_failures(summary, codes) == []
