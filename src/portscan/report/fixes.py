@@ -19,11 +19,13 @@ def unified_diff(run: FixRun) -> str:
     """One unified diff for every file the fixes change (``a/``/``b/`` prefixes)."""
     chunks: list[str] = []
     for file in run.changed:
-        chunks.extend(difflib.unified_diff(
-            lines_with_ends(file.source), lines_with_ends(file.fixed),
-            fromfile=f"a/{file.path}", tofile=f"b/{file.path}"))
-        if chunks and not chunks[-1].endswith(("\n", "\r")):
-            chunks.append("\n\\ No newline at end of file\n")
+        for line in difflib.unified_diff(lines_with_ends(file.source), lines_with_ends(file.fixed),
+                                         fromfile=f"a/{file.path}", tofile=f"b/{file.path}"):
+            chunks.append(line)
+            # a last line without an ending: the old side's as much as the new side's,
+            # or the next diff line would run on from it (a patch `git apply` rejects)
+            if not line.endswith(("\n", "\r")):
+                chunks.append("\n\\ No newline at end of file\n")
     return "".join(chunks)
 
 
