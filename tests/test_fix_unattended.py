@@ -245,7 +245,7 @@ def test_cast_registrations_go_once_apex_amp_is_ported(rules) -> None:
 def test_a_pass_that_leaves_an_imported_name_undefined_is_rejected(rules, monkeypatch) -> None:
     """The resolver's check after each pass: a fix bug that removes an import still in use
     (here: a template that deletes the import line) leaves the file as it was."""
-    source = "from apex.optimizers import FusedAdam\n\nopt = FusedAdam(params)\nkind = FusedAdam\n"
+    source = "from apex.optimizers import FusedAdam\n\nopt = FusedAdam(params)\n"
 
     def remove_the_import(ctx, match, spec):
         line = ctx.module.body[0]
@@ -373,3 +373,46 @@ def test_clipping_is_not_blamed_where_there_is_none(rules) -> None:
     assert not result.changed
     text = " ".join(n.reason for n in result.not_fixed)
     assert "clipping" not in text and "`amp.master_params(...)` (line 10)" in text
+
+
+# ----------------------------------------------------------------------------- found by the harness
+
+
+def test_a_fallback_probe_inside_a_function_is_not_emptied(rules) -> None:
+    """A local `try: from apex... except ImportError: fused = False` once became `try: pass`."""
+    source = """
+    from torch.optim import Adam
+
+
+    def make_optimizer(params, lr, fused=True):
+        try:
+            from apex.optimizers import FusedAdam
+        except ImportError:
+            fused = False
+        if fused:
+            return FusedAdam(params, lr=lr)
+        return Adam(params, lr=lr)
+    """
+    result = fixed(rules, source)
+    assert not result.changed
+    assert any("the `try` at line 6" in r for r in reasons(result)["PS209"])
+
+
+def test_a_module_is_not_left_half_ported(rules) -> None:
+    """Rewriting the constructors but not `isinstance(m, FusedSGD)` would leave apex imported
+    and the check false; FusedAdam's target depends on its arguments, so it cannot be renamed
+    and the module is declined whole."""
+    source = """
+    from apex.optimizers import FusedAdam
+
+
+    def build(model):
+        return FusedAdam(model.parameters(), lr=1e-4)
+
+
+    def is_fused(optimizer):
+        return isinstance(optimizer, FusedAdam)
+    """
+    result = fixed(rules, source)
+    assert not result.changed
+    assert any("`FusedAdam` at line 9 stays as it is" in r for r in reasons(result)["PS209"])

@@ -121,7 +121,33 @@ def decline_reasons(matches: Sequence[Match], facts: Callable[[], Facts]) -> lis
     if not any(_decides(m) for m in matches):
         return [None] * len(matches)
     known = facts()
-    return [_declined(m, known) if _decides(m) else None for m in matches]
+    reasons = [_declined(m, known) if _decides(m) else None for m in matches]
+    return [reason or (_split(m, matches, reasons, known) if _decides(m) else None)
+            for m, reason in zip(matches, reasons, strict=True)]
+
+
+def _split(match: Match, matches: Sequence[Match], reasons: Sequence[str | None], facts: Facts) -> str | None:
+    """Why a call is not rewritten: a use of the same name that stays as it is (one that is
+    not called where the rule renames only calls, or whose own rewrite is declined) would go
+    on meaning the old class, so ``isinstance(m, FusedLayerNorm)`` stops matching the layers
+    the module now builds, and the module still imports apex."""
+    spec = match.rule.fix
+    if spec is None or spec.kind != "replace" or not _called(match, facts):
+        return None
+    name = match.variables.get("name", "")
+    for other, reason in zip(matches, reasons, strict=True):
+        if other is match or other.rule is not match.rule or other.variables.get("name", "") != name:
+            continue
+        kept = other.guard is not None or not other.fixable or reason is not None
+        if kept and not _called(other, facts):
+            return (f"`{facts.code(other.node)}` at line {facts.line(other.node)} stays as it is, so it would "
+                    "no longer mean what this call builds; port the module's uses together by hand")
+    return None
+
+
+def _called(match: Match, facts: Facts) -> bool:
+    up = facts.parent(match.node)
+    return isinstance(up, cst.Call) and up.func is match.node
 
 
 def binding_conflict(bound: tuple[str, tuple[str | None, ...]] | None) -> str | None:
