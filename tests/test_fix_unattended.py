@@ -416,3 +416,40 @@ def test_a_module_is_not_left_half_ported(rules) -> None:
     result = fixed(rules, source)
     assert not result.changed
     assert any("`FusedAdam` at line 9 stays as it is" in r for r in reasons(result)["PS209"])
+
+
+def test_a_loss_passed_in_is_named_as_the_reason(rules) -> None:
+    source = """
+    from apex import amp
+
+
+    def train_step(model, optimizer, loss):
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+        with amp.scale_loss(loss, optimizer) as scaled_loss:
+            scaled_loss.backward()
+        optimizer.step()
+    """
+    result = fixed(rules, source)
+    assert not result.changed
+    assert {n.reason for n in result.not_fixed} == {
+        "the loss comes into `train_step` as an argument, so the forward pass is elsewhere; "
+        "put its forward pass under autocast by hand"}
+
+
+def test_a_loss_cut_off_by_a_rewritten_step_is_named(rules) -> None:
+    source = """
+    from apex import amp
+
+
+    def train(model, optimizer, loader):
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+        for x in loader:
+            loss = model(x)
+            optimizer.step()
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+    """
+    result = fixed(rules, source)
+    assert not result.changed
+    text = " ".join(n.reason for n in result.not_fixed)
+    assert "the loss is computed at line 7, but `optimizer.step()` (line 8) stands between" in text

@@ -448,6 +448,7 @@ class _Builder:
             assert loss is not None
             names = _reads(loss.value)
             region = None
+            blocked: tuple[cst.CSTNode, cst.CSTNode] | None = None  # (the loss's statement, what stops the walk)
             for block, index in _enclosing_blocks(ctx, call):
                 body = list(block.body)  # type: ignore[attr-defined]
                 lower = index
@@ -461,9 +462,11 @@ class _Builder:
                 if assigning:
                     region = (block, _first_needed(body, lower, assigning[-1], names), assigning[-1] + 1)
                     break
+                earlier = [i for i in range(lower) if _touches(_writes(body[i]), names)]
+                if earlier and blocked is None:
+                    blocked = (body[earlier[-1]], body[lower - 1])
             if region is None:
-                raise Decline("the loss is not computed before amp.scale_loss in the same loop or "
-                              "function; put its forward pass under autocast by hand")
+                raise Decline(self.no_forward_pass(call, names, blocked))
             block, first, end = region
             regions = self.plan.wraps.setdefault(block, [])
             if (first, end) not in regions:
@@ -474,6 +477,26 @@ class _Builder:
             arguments.append(cst.Arg(cst.parse_expression(f"{scaler}.is_enabled()"),
                                      keyword=cst.Name("enabled"), equal=EQUAL))
         self.autocast_call = cst.Call(self.expression("torch.amp.autocast", scales[0]), arguments)
+
+
+    def no_forward_pass(self, call: cst.Call, names: set[str],
+                        blocked: tuple[cst.CSTNode, cst.CSTNode] | None) -> str:
+        """Why no autocast region was found for ``call``, as the search saw it."""
+        ctx = self.ctx
+        by_hand = "; put its forward pass under autocast by hand"
+        if blocked is not None:
+            loss, stop = blocked
+            first = ctx.module.code_for_node(stop).strip().splitlines()[0]
+            return (f"the loss is computed at line {ctx.line(loss)}, but `{first}` (line {ctx.line(stop)}) "
+                    "stands between it and amp.scale_loss and is itself rewritten or a definition" + by_hand)
+        function = _function(ctx, call)
+        if isinstance(function, cst.FunctionDef):
+            params = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                             *function.params.kwonly_params)}
+            if names & params:
+                return (f"the loss comes into `{function.name.value}` as an argument, so the forward pass "
+                        "is elsewhere" + by_hand)
+        return "no statement before amp.scale_loss in its loop or function computes the loss" + by_hand
 
 
 def _enclosing_blocks(ctx: FixContext, node: cst.CSTNode) -> list[tuple[cst.CSTNode, int]]:
