@@ -130,13 +130,14 @@ def test_fixture_fix_proof(tmp_path: Path, rules, capsys) -> None:
     assert "from apex import amp" in (repo / "train.py").read_text()
     assert "except ImportError:" in (repo / "utils/gpu.py").read_text()
 
-    # the fixture allows torch 1.13, which has no torch.amp.GradScaler: apex amp stays
+    # the fixture allows torch 1.13, which has no torch.amp.GradScaler: apex amp becomes
+    # torch.cuda.amp's scaler (and torch.amp's autocast, 1.12); RMSNorm (2.4) stays apex's
     safe_tree = snapshot(repo)
     main(["fix", "--unsafe-fixes", "--diff", str(repo)])
-    declined = capsys.readouterr().err
-    assert ("train.py:71 PS216 apex-amp-initialize: the `apex-amp` fix needs torch >= 2.3; "
-            "the project allows torch 1.13 (setup.py:37)") in declined
-    assert "`torch.nn.RMSNorm` needs torch >= 2.4" in declined
+    declined = capsys.readouterr()
+    assert '+        scaler = torch.cuda.amp.GradScaler(enabled=cfg["opt_level"] != "O0")' in declined.out
+    assert 'with torch.amp.autocast("cuda", dtype=torch.float16, enabled=scaler.is_enabled()):' in declined.out
+    assert "`torch.nn.RMSNorm` needs torch >= 2.4; the project allows torch 1.13 (setup.py:37)" in declined.err
     assert snapshot(repo) == safe_tree
 
     # unsafe fixes, once the requirements allow a current torch only: no apex import left

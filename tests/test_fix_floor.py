@@ -147,11 +147,11 @@ def test_the_scan_marks_only_what_fix_would_rewrite(tmp_path: Path) -> None:
 
 def test_a_transform_has_a_floor_of_its_own() -> None:
     spec = load_rules().by_code["PS216"].fix
-    assert spec is not None and spec.torch == "2.3"
-    floor = Floor(Version("2.2"), "setup.py:9", "torch>=2.2")
+    assert spec is not None and spec.torch == "1.10"  # torch.cuda.amp's forms below 2.3
+    floor = Floor(Version("1.9"), "setup.py:9", "torch>=1.9")
     assert floor_declined(spec, "apex.amp.initialize", floor) == (
-        "the `apex-amp` fix needs torch >= 2.3; the project allows torch 2.2 (setup.py:9)")
-    assert floor_declined(spec, "apex.amp.initialize", Floor(Version("2.3"), "setup.py:9", "torch>=2.3")) is None
+        "the `apex-amp` fix needs torch >= 1.10; the project allows torch 1.9 (setup.py:9)")
+    assert floor_declined(spec, "apex.amp.initialize", Floor(Version("1.10"), "setup.py:9", "torch>=1.10")) is None
     assert floor_declined(spec, "apex.amp.initialize", None) is None
 
 

@@ -453,3 +453,39 @@ def test_a_loss_cut_off_by_a_rewritten_step_is_named(rules) -> None:
     assert not result.changed
     text = " ".join(n.reason for n in result.not_fixed)
     assert "the loss is computed at line 7, but `optimizer.step()` (line 8) stands between" in text
+
+
+# ----------------------------------------------------------------------------- 6. the torch floor
+
+
+def test_apex_amp_below_torch_2_3_writes_the_cuda_forms(rules) -> None:
+    """A project that allows torch 1.12 gets `torch.cuda.amp.*`, which that torch has (and
+    ROCm's too); `torch.amp.GradScaler("cuda")` would not import there."""
+    from packaging.version import Version
+
+    from portscan.match.floor import Floor
+
+    source = textwrap.dedent("""
+    from apex import amp
+
+
+    def train(model, optimizer, loader):
+        model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+        for x in loader:
+            loss = model(x).mean()
+            with amp.scale_loss(loss, optimizer) as scaled_loss:
+                scaled_loss.backward()
+            optimizer.step()
+    """).lstrip("\n")
+    def at(version: str):
+        return fix_source(source, "train.py", rules, unsafe=True, floor=Floor(Version(version), "setup.py:9", "x"))
+
+    old = at("1.10")
+    assert "scaler = torch.cuda.amp.GradScaler()" in old.fixed
+    assert "with torch.cuda.amp.autocast(dtype=torch.float16):" in old.fixed
+    middle = at("1.12")
+    assert "scaler = torch.cuda.amp.GradScaler()" in middle.fixed
+    assert 'with torch.amp.autocast("cuda", dtype=torch.float16):' in middle.fixed
+    assert 'scaler = torch.amp.GradScaler("cuda")' in at("2.4").fixed
+    ancient = at("1.8")
+    assert not ancient.changed and all("needs torch >= 1.10" in n.reason for n in ancient.not_fixed)

@@ -142,7 +142,8 @@ class _Pass(CodemodCommand):
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.matches = self.walk.matches()
-        ctx = FixContext(self.context, self.walk.names, self.source, self.matches)
+        ctx = FixContext(self.context, self.walk.names, self.source, self.matches,
+                         self.floor.version if self.floor is not None else None)
         matches = fixable(self.matches, self.silenced)
         transforms: dict[str, list[Match]] = {}
         edits: list[Edit] = []

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import libcst as cst
+from packaging.version import Version
 
 from portscan.fix.rewrite import EQUAL, FixContext, single_small
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
@@ -70,6 +71,11 @@ CLIPPING = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_",
 #: initialize() keywords that only tune apex's O2 and have no meaning under autocast
 IGNORED_OPTIONS = {"keep_batchnorm_fp32", "master_weights", "verbosity"}
 SCALER_NAMES = ("scaler", "grad_scaler", "amp_scaler")
+#: since when ``torch.amp.<name>`` takes a device type (``torch.amp.autocast("cuda")`` 1.12,
+#: ``torch.amp.GradScaler("cuda")`` 2.3); below it the CUDA forms are written
+#: (``torch.cuda.amp.GradScaler()`` 1.6, ``torch.cuda.amp.autocast(dtype=...)`` 1.10, the
+#: rule files' floor for this transform), which behave the same on NVIDIA and on ROCm
+DEVICE_FORMS = {"autocast": Version("1.12"), "GradScaler": Version("2.3")}
 
 
 class Decline(Exception):
@@ -194,6 +200,14 @@ class _Builder:
         self.ctx = ctx
         self.plan = _Plan()
 
+    def amp_api(self, name: str, at: cst.CSTNode) -> tuple[cst.BaseExpression, list[cst.Arg]]:
+        """``torch.amp.<name>`` and its ``"cuda"`` argument, or ``torch.cuda.amp.<name>``
+        where the project's torch floor predates the device-type form."""
+        floor = self.ctx.torch_floor
+        if floor is None or floor >= DEVICE_FORMS[name]:
+            return self.expression(f"torch.amp.{name}", at), [cst.Arg(cst.SimpleString('"cuda"'))]
+        return self.expression(f"torch.cuda.amp.{name}", at), []
+
     def expression(self, qualified: str, at: cst.CSTNode) -> cst.BaseExpression:
         reference = self.ctx.reference(qualified, at)
         if reference is None:
@@ -279,13 +293,12 @@ class _Builder:
             else:
                 raise Decline(f"amp.initialize(..., {key}=...) has no torch.amp equivalent")
         scaler = self.scaler_name()
-        arguments = [cst.Arg(cst.SimpleString('"cuda"'))]
+        grad_scaler, arguments = self.amp_api("GradScaler", call)
         if enabled_parts:
             enabled = enabled_parts[0]
             for part in enabled_parts[1:]:
                 enabled = cst.BooleanOperation(enabled, cst.And(), part)
             arguments.append(cst.Arg(enabled, keyword=cst.Name("enabled"), equal=EQUAL))
-        grad_scaler = self.expression("torch.amp.GradScaler", call)
         create = _line(cst.Assign([cst.AssignTarget(cst.Name(scaler))], cst.Call(grad_scaler, arguments)))
         target = small.targets[0].target
         pair = cst.Tuple([cst.Element(model.value), cst.Element(optimizer.value)], lpar=[], rpar=[])
@@ -309,7 +322,7 @@ class _Builder:
             self.plan.before.setdefault(top, []).append(_line(cst.Assign(
                 [cst.AssignTarget(cst.Name(scaler))],
                 cst.Call(grad_scaler.deep_clone(), [
-                    cst.Arg(cst.SimpleString('"cuda"')),
+                    *self.amp_api("GradScaler", call)[1],
                     cst.Arg(cst.Name("False"), keyword=cst.Name("enabled"), equal=EQUAL)]))))
         return scaler, bool(enabled_parts), conditional
 
@@ -471,12 +484,12 @@ class _Builder:
             regions = self.plan.wraps.setdefault(block, [])
             if (first, end) not in regions:
                 regions.append((first, end))
-        arguments = [cst.Arg(cst.SimpleString('"cuda"')),
-                     cst.Arg(self.expression("torch.float16", scales[0]), keyword=cst.Name("dtype"), equal=EQUAL)]
+        autocast, arguments = self.amp_api("autocast", scales[0])
+        arguments.append(cst.Arg(self.expression("torch.float16", scales[0]), keyword=cst.Name("dtype"), equal=EQUAL))
         if follow_scaler:
             arguments.append(cst.Arg(cst.parse_expression(f"{scaler}.is_enabled()"),
                                      keyword=cst.Name("enabled"), equal=EQUAL))
-        self.autocast_call = cst.Call(self.expression("torch.amp.autocast", scales[0]), arguments)
+        self.autocast_call = cst.Call(autocast, arguments)
 
 
     def no_forward_pass(self, call: cst.Call, names: set[str],
