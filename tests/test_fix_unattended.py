@@ -489,3 +489,25 @@ def test_apex_amp_below_torch_2_3_writes_the_cuda_forms(rules) -> None:
     assert 'scaler = torch.amp.GradScaler("cuda")' in at("2.4").fixed
     ancient = at("1.8")
     assert not ancient.changed and all("needs torch >= 1.10" in n.reason for n in ancient.not_fixed)
+
+
+def test_a_pass_that_empties_a_fallback_try_is_rejected(rules, monkeypatch) -> None:
+    """The engine's own check: whatever a fix does, a `try` with a fallback never ends as
+    `pass` (here a broken template empties the probe's body)."""
+    source = textwrap.dedent("""
+    try:
+        import pynvml
+    except ImportError:
+        pynvml = None
+    import torch
+
+    scaler = torch.cuda.amp.GradScaler()
+    """).lstrip("\n")
+
+    def empty_the_try(ctx, match, spec):
+        statement = ctx.module.body[0]
+        return Edit(statement.body.body[0], cst.SimpleStatementLine([cst.Pass()]), match, spec.tier)
+
+    monkeypatch.setitem(engine.TEMPLATES, "replace", empty_the_try)
+    result = fix_source(source, "a.py", rules)
+    assert not result.changed and "holding only `pass`" in (result.error or "")

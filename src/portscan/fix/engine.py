@@ -479,11 +479,14 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         applied += origins.advance(new, last.applied)
         current = new
         candidates, silenced = rules.candidates(current), silencer(current)
-        imported = walk.names.from_imports
+        imported, emptied = walk.names.from_imports, walk.names.emptied_fallbacks
         walk = ModuleWalk(module, candidates, first_party)
         lost = sorted((walk.names.free - free) & imported)
         if lost:  # an import removed while the module still uses its name
             return FileFix(path, text, text, error=f"a fix left `{lost[0]}` used but no longer defined; "
+                                                   "the file is unchanged; please report it")
+        if walk.names.emptied_fallbacks > emptied:
+            return FileFix(path, text, text, error="a fix left a `try` with a fallback holding only `pass`; "
                                                    "the file is unchanged; please report it")
         matches = walk.matches()
         if not fixable(matches, silenced):  # settled: nothing left

@@ -1756,6 +1756,7 @@ class Names:
 
     def __init__(self, collector: _Collector) -> None:
         self.module = collector.module_scope
+        self._fallback_tries = collector.fallback_tries
         self._opened = collector.opened
         self._chains = collector.chains
         #: id(node of a dotted chain) -> the scope it is evaluated in
@@ -1797,6 +1798,12 @@ class Names:
             self._uses[key] = [(chain.nodes[0], chain.scope)  # type: ignore[misc]
                                for chain in self._chains_by_name.get(name, ()) if chain.scope.lookup(name) is scope]
         return list(self._uses[key])
+
+    @functools.cached_property
+    def emptied_fallbacks(self) -> int:
+        """How many ``try`` bodies with a fallback handler hold nothing but ``pass`` (what
+        a fix must never leave: the handler can no longer run)."""
+        return sum(1 for t in self._fallback_tries if _only_pass(t.body))
 
     @functools.cached_property
     def free(self) -> frozenset[str]:
@@ -1847,6 +1854,12 @@ class Names:
             return None  # bound by something other than an import too
         qualified = {q for q in bound if q is not None} | set(own)
         return qualified.pop() if len(qualified) == 1 else None
+
+
+def _only_pass(body: cst.CSTNode) -> bool:
+    lines = body.body if isinstance(body, cst.IndentedBlock | cst.SimpleStatementSuite) else ()
+    smalls = [small for line in lines for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+    return bool(smalls) and all(isinstance(small, cst.Pass) for small in smalls)
 
 
 def _runs_inside(owner: cst.CSTNode, child: cst.CSTNode) -> bool:
