@@ -25,7 +25,7 @@ from packaging.version import Version
 
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
-from portscan.match.fixsites import parents, probing
+from portscan.match.fixsites import attributes_by_name, parents, probing
 from portscan.match.locate import locate
 from portscan.match.syntax import dotted
 from portscan.match.python import Names, Scope
@@ -117,11 +117,7 @@ class FixContext:
 
     @functools.cached_property
     def _attributes(self) -> dict[str, list[cst.Attribute]]:
-        found: dict[str, list[cst.Attribute]] = {}
-        for node in self._parents:
-            if isinstance(node, cst.Attribute):
-                found.setdefault(node.attr.value, []).append(node)
-        return found
+        return attributes_by_name(self._parents)
 
     def attributes(self, name: str) -> list[cst.Attribute]:
         """Every ``x.<name>`` in the module."""

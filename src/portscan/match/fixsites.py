@@ -8,7 +8,7 @@ it back unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
 
 import libcst as cst
@@ -75,6 +75,15 @@ def enclosing_comparison(node: cst.CSTNode, parent: Parent) -> cst.Comparison | 
             return None  # only a comprehension's first iterable is evaluated up front
         ancestor = parent(ancestor)
     return None
+
+
+def attributes_by_name(nodes: Iterable[cst.CSTNode]) -> dict[str, list[cst.Attribute]]:
+    """The ``x.<name>`` nodes among ``nodes``, by attribute name (for :meth:`Facts.attributes`)."""
+    found: dict[str, list[cst.Attribute]] = {}
+    for node in nodes:
+        if isinstance(node, cst.Attribute):
+            found.setdefault(node.attr.value, []).append(node)
+    return found
 
 
 def parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
