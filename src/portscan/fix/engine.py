@@ -33,6 +33,7 @@ from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.config import Target
 from portscan.fix.linediff import opcodes
+from portscan.match.fixsites import only_raises
 from portscan.match.levels import FALLBACK, TYPE_CHECKING, VENDOR_BRANCH
 from portscan.match.python import ModuleWalk
 from portscan.model import Finding
@@ -390,10 +391,7 @@ class _DropDeadTry(cst.CSTTransformer):
             return updated_node
         for handler in updated_node.handlers:
             caught = cst.helpers.get_full_name_for_node(handler.type) if handler.type is not None else None
-            raises = [s for line in handler.body.body
-                      for s in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
-            if caught not in ("ImportError", "ModuleNotFoundError") \
-                    or not all(isinstance(s, cst.Raise) for s in raises):
+            if caught not in ("ImportError", "ModuleNotFoundError") or not only_raises(handler):
                 return updated_node
         return cst.RemoveFromParent()
 
