@@ -175,7 +175,7 @@ def test_diff_is_checked_against_the_written_files() -> None:
 def test_the_fix_summary_is_read_back() -> None:
     text = ("Fixed 3 findings in 2 files\n  model.py: PS210\n  train.py: PS216, PS218 ×2\n"
             "  1 more finding in the fixed files than before: 1 on code the fixes wrote (PS401)\n"
-            "Not fixed (this shape of code is left to you):\n"
+            "Not fixed (left to you, with the reason):\n"
             "  config.py:220 PS223 apex-sync-batchnorm: only calls are rewritten; this use is not called\n"
             "  broken.py: not written: permission denied\n"
             "2 findings remain: 0 fixable with --unsafe-fixes, 2 to port by hand\n  by hand: PS201 ×2\n")

@@ -77,7 +77,7 @@ def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
         console.print(Text(added_note(run.added)))
     declined = [(f.path, n) for f in run.files for n in f.not_fixed if n.reason != NEEDS_UNSAFE]
     if declined:
-        console.print(Text("Not fixed (this shape of code is left to you):", style="bold yellow"))
+        console.print(Text("Not fixed (left to you, with the reason):", style="bold yellow"))
         for path, item in declined:
             console.print(Text(f"  {path}:{item.line} {item.rule} {item.name}: {item.reason}"))
     for error in run.errors:
