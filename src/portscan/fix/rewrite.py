@@ -140,6 +140,10 @@ class FixContext:
         chain = dotted(node) if isinstance(node, cst.Name | cst.Attribute) else None
         return self.scope(node).qualified(chain[1]) if chain is not None else []
 
+    def first(self, nodes: Sequence[cst.CSTNode]) -> cst.CSTNode:
+        where = self.positions(nodes)
+        return min(nodes, key=lambda n: (where[id(n)].start.line, where[id(n)].start.column))
+
     def line(self, node: cst.CSTNode) -> int:
         return self.positions([node])[id(node)].start.line
 

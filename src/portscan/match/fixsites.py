@@ -15,7 +15,7 @@ import libcst as cst
 
 from portscan.match import Match
 from portscan.match.syntax import Walker, children
-from portscan.ruleset.fixspec import FixSpec
+from portscan.ruleset.fixspec import FixSpec, Replace
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 #: the qualified names a dotted chain (its outermost node) can stand for, as the scan resolved them
@@ -41,6 +41,9 @@ class Facts(Protocol):
         """Every ``x.<name>`` in the module."""
 
     def line(self, node: cst.CSTNode) -> int: ...
+
+    def first(self, nodes: Sequence[cst.CSTNode]) -> cst.CSTNode:
+        """The node that comes first in the module."""
 
     def code(self, node: cst.CSTNode) -> str: ...
 
@@ -103,7 +106,7 @@ def _transform(match: Match) -> str | None:
     return spec.transform if spec is not None and spec.kind == "transform" else None
 
 
-def _declined(match: Match, facts: Facts) -> str | None:
+def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str | None:
     spec = match.rule.fix
     if spec is None or match.guard is not None or not match.fixable:
         return None
@@ -112,7 +115,11 @@ def _declined(match: Match, facts: Facts) -> str | None:
         if reason is not None:
             return reason
     if spec.kind == "replace":
-        return replace_declined(match, spec, facts.parent, facts.qualify) or source_only_use(facts, match, spec)
+        entry = spec.replacement_for(match.variables.get("name", ""))
+        if entry is not None and id(entry) not in blocked:  # the module's uses, once per entry
+            blocked[id(entry)] = source_only_use(facts, entry, match.variables.get("name", ""))
+        return replace_declined(match, spec, facts.parent, facts.qualify) or \
+            (blocked[id(entry)] if entry is not None else None)
     if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, facts.parent) is None:
         return NOT_A_COMPARISON
     return None
@@ -130,12 +137,28 @@ def decline_reasons(matches: Sequence[Match], facts: Callable[[], Facts]) -> lis
     if not any(_decides(m) for m in matches):
         return [None] * len(matches)
     known = facts()
-    reasons = [_declined(m, known) if _decides(m) else None for m in matches]
-    return [reason or (_split(m, matches, reasons, known) if _decides(m) else None)
+    blocked: dict[int, str | None] = {}
+    reasons = [_declined(m, known, blocked) if _decides(m) else None for m in matches]
+    kept = _kept_uses(matches, reasons, known)
+    return [reason or (_split(m, kept, known) if _decides(m) else None)
             for m, reason in zip(matches, reasons, strict=True)]
 
 
-def _split(match: Match, matches: Sequence[Match], reasons: Sequence[str | None], facts: Facts) -> str | None:
+def _kept_uses(matches: Sequence[Match], reasons: Sequence[str | None], facts: Facts
+               ) -> dict[tuple[str, str], Match]:
+    """Per (rule, name), the first use that is not called and stays as it is (guarded, not
+    fixable, or declined)."""
+    kept: dict[tuple[str, str], Match] = {}
+    for match, reason in zip(matches, reasons, strict=True):
+        spec = match.rule.fix
+        if spec is None or spec.kind != "replace" or _called(match, facts):
+            continue
+        if match.guard is not None or not match.fixable or reason is not None:
+            kept.setdefault((match.rule.code, match.variables.get("name", "")), match)
+    return kept
+
+
+def _split(match: Match, kept: dict[tuple[str, str], Match], facts: Facts) -> str | None:
     """Why a call is not rewritten: a use of the same name that stays as it is (one that is
     not called where the rule renames only calls, or whose own rewrite is declined) would go
     on meaning the old class, so ``isinstance(m, FusedLayerNorm)`` stops matching the layers
@@ -143,15 +166,11 @@ def _split(match: Match, matches: Sequence[Match], reasons: Sequence[str | None]
     spec = match.rule.fix
     if spec is None or spec.kind != "replace" or not _called(match, facts):
         return None
-    name = match.variables.get("name", "")
-    for other, reason in zip(matches, reasons, strict=True):
-        if other is match or other.rule is not match.rule or other.variables.get("name", "") != name:
-            continue
-        kept = other.guard is not None or not other.fixable or reason is not None
-        if kept and not _called(other, facts):
-            return (f"`{facts.code(other.node)}` at line {facts.line(other.node)} stays as it is, so it would "
-                    "no longer mean what this call builds; port the module's uses together by hand")
-    return None
+    other = kept.get((match.rule.code, match.variables.get("name", "")))
+    if other is None:
+        return None
+    return (f"`{facts.code(other.node)}` at line {facts.line(other.node)} stays as it is, so it would "
+            "no longer mean what this call builds; port the module's uses together by hand")
 
 
 def _called(match: Match, facts: Facts) -> bool:
@@ -222,19 +241,19 @@ def only_raises(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
 # ----------------------------------------------------------------------------- replace
 
 
-def source_only_use(facts: Facts, match: Match, spec: FixSpec) -> str | None:
+def source_only_use(facts: Facts, entry: Replace, name: str) -> str | None:
     """Why the rewritten object would break: the module uses an attribute of it that only
     the source type has (``model.disable_allreduce()`` after apex DDP became torch DDP).
     Any receiver counts: the names are the source library's own, and the object often
     travels (``self.model``, a returned wrapper) where no binding follows it."""
-    entry = spec.replacement_for(match.variables.get("name", ""))
-    if entry is None or not entry.source_only:
+    if not entry.source_only:
         return None
     uses = [use for name in entry.source_only for use in facts.attributes(name)]
     if not uses:
         return None
-    first = min(uses, key=facts.line)
-    source = entry.names[0].rsplit(".", 1)[-1] if entry.names else match.variables.get("name", "")
+    first = facts.first(uses)
+    assert isinstance(first, cst.Attribute)
+    source = (entry.names[0] if entry.names else name).rsplit(".", 1)[-1]
     return (f"`{facts.code(first)}` (line {facts.line(first)}) is only on `{source}`; "
             f"`{entry.to}` has no `{first.attr.value}`")
 

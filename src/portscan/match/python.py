@@ -1994,6 +1994,10 @@ class _Facts:
     def line(self, node: cst.CSTNode) -> int:
         return self._lines.position(locate(self.module, [node])[id(node)][0])[0]
 
+    def first(self, nodes: Sequence[cst.CSTNode]) -> cst.CSTNode:
+        starts = locate(self.module, nodes)  # one counting pass for all of them
+        return min(nodes, key=lambda n: starts[id(n)][0])
+
     def code(self, node: cst.CSTNode) -> str:
         return self.module.code_for_node(node)
 
