@@ -491,6 +491,16 @@ def guarded(source: str):
      "    import pynvml\nelif 'amd' in name:\n    pass\n", [(4, "XX602", "info", "vendor-branch")]),
     ("import torch\nif 'A100' in torch.cuda.get_device_name():\n    import pynvml\n",
      [(3, "XX602", "error", None)]),
+    # a cuda flag assigned beside a hip flag (diffusers' testing_utils) tells the builds apart
+    ("import torch\nIS_ROCM = torch.version.hip is not None\nIS_CUDA = torch.version.cuda is not None\n",
+     [(3, "XX402", "info", "vendor-branch")]),
+    ("import torch\ndef kind():\n    cuda: bool = torch.version.cuda is not None\n"
+     "    hip = bool(torch.version.hip)\n    return cuda, hip\n", [(3, "XX402", "info", "vendor-branch")]),
+    # ... but not a lone flag after a blank line, nor one beside other assignments
+    ("import torch\nIS_ROCM = torch.version.hip is not None\n\nIS_CUDA = torch.version.cuda is not None\n",
+     [(4, "XX402", "warning", None)]),
+    ("import torch\nGPU = torch.cuda.is_available()\nIS_CUDA = torch.version.cuda is not None\n",
+     [(3, "XX402", "warning", None)]),
 ])
 def test_guards_lower_the_severity(source: str, expected) -> None:
     assert guarded(source) == expected

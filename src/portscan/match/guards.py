@@ -84,6 +84,51 @@ def is_vendor_check(expr: cst.CSTNode) -> bool:
     return False
 
 
+def reads_build_version(expr: cst.CSTNode, which: str) -> bool:
+    """Does ``expr`` read ``torch.version.<which>`` (``"hip"`` or ``"cuda"``)?"""
+    stack: list[cst.CSTNode] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Attribute):
+            chain = dotted(node)
+            if chain is not None and chain[1][-2:] == ["version", which]:
+                return True
+        stack.extend(children(node))
+    return False
+
+
+def vendor_flag_values(body: Sequence[cst.BaseStatement]) -> list[cst.BaseExpression]:
+    """The values of the ``torch.version.cuda`` flags a block assigns beside a
+    ``torch.version.hip`` one, in one run of assignments on consecutive lines
+    (``IS_ROCM = torch.version.hip is not None`` then ``IS_CUDA = torch.version.cuda is not
+    None``): a flag pair that tells the builds apart, the vendor test PS402's rewrite asks
+    for, not a "GPU build present" check."""
+    found: list[cst.BaseExpression] = []
+    run: list[cst.BaseExpression] = []
+    for statement in (*body, None):
+        value = _assigned_value(statement)
+        if value is not None and run and not _after_blank_line(statement):
+            run.append(value)
+            continue
+        if any(reads_build_version(v, "hip") for v in run):
+            found += [v for v in run if reads_build_version(v, "cuda")]
+        run = [value] if value is not None else []
+    return found
+
+
+def _after_blank_line(statement: cst.BaseStatement | None) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        line.comment is None for line in statement.leading_lines)
+
+
+def _assigned_value(statement: cst.BaseStatement | None) -> cst.BaseExpression | None:
+    """The value of a one-assignment statement line (``X = ...``, ``X: bool = ...``)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    return small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+
+
 #: names that hold the CUDA toolkit's location: None (or unset) wherever there is no CUDA
 _TOOLKIT_NAMES = frozenset({"CUDA_HOME", "CUDA_PATH"})
 
