@@ -239,6 +239,27 @@ def test_comparison_through_local_names() -> None:
     ]
 
 
+@pytest.mark.parametrize("source, expected", [
+    # old-GPU tests are False on every AMD GPU (major >= 9): info, in place of PS501
+    ("if torch.cuda.get_device_capability()[0] < 8:\n    dtype = 'float16'\n", [("PS513", "info")]),
+    ("major, minor = torch.cuda.get_device_capability()\nif major < 7:\n    fast = False\n",
+     [("PS513", "info")]),
+    ("if (7, 5) > torch.cuda.get_device_capability():\n    pass\n", [("PS513", "info")]),
+    ("if torch.cuda.get_device_properties(0).major <= 7:\n    pass\n", [("PS514", "info")]),
+    # new-enough tests stay PS501, Ada's FP8 threshold PS502, minors PS501
+    ("if torch.cuda.get_device_capability() >= (8, 0):\n    pass\n", [("PS501", "warning")]),
+    ("if torch.cuda.get_device_capability() < (8, 9):\n    pass\n", [("PS502", "error")]),
+    ("if torch.cuda.get_device_capability()[1] < 5:\n    pass\n", [("PS501", "warning")]),
+    # a helper's `<` is its callers' threshold: PS501 there and at the call, not PS513
+    ("def atleast(major, minor):\n    def check(q):\n"
+     "        if torch.cuda.get_device_capability(q.device) < (major, minor):\n            raise ValueError\n"
+     "    return check\nCHECK = atleast(8, 0)\n", [("PS501", "warning"), ("PS501", "warning")]),
+])
+def test_old_gpu_checks_are_info(scan, source: str, expected) -> None:
+    found = scan("import torch\n" + source, ["PS501", "PS502", "PS506", "PS513", "PS514"])
+    assert [(f.rule, f.severity.value) for f in found] == expected
+
+
 # ------------------------------------------------------------------ subprocess strings
 
 
