@@ -522,6 +522,9 @@ def guarded(source: str):
      [(4, "XX402", "warning", None)]),
     ("import torch\nGPU = torch.cuda.is_available()\nIS_CUDA = torch.version.cuda is not None\n",
      [(3, "XX402", "warning", None)]),
+    # a version read beside the hip one is no flag pair: parsing it still raises
+    ("import torch\ncuda = float(torch.version.cuda)\nhip = torch.version.hip\n",
+     [(2, "XX401", "error", None)]),
 ])
 def test_guards_lower_the_severity(source: str, expected) -> None:
     assert guarded(source) == expected
