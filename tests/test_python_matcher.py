@@ -239,6 +239,27 @@ def test_comparison_through_local_names() -> None:
     ]
 
 
+@pytest.mark.parametrize("source, expected", [
+    # old-GPU tests are False on every AMD GPU (major >= 9): info, in place of PS501
+    ("if torch.cuda.get_device_capability()[0] < 8:\n    dtype = 'float16'\n", [("PS513", "info")]),
+    ("major, minor = torch.cuda.get_device_capability()\nif major < 7:\n    fast = False\n",
+     [("PS513", "info")]),
+    ("if (7, 5) > torch.cuda.get_device_capability():\n    pass\n", [("PS513", "info")]),
+    ("if torch.cuda.get_device_properties(0).major <= 7:\n    pass\n", [("PS514", "info")]),
+    # new-enough tests stay PS501, Ada's FP8 threshold PS502, minors PS501
+    ("if torch.cuda.get_device_capability() >= (8, 0):\n    pass\n", [("PS501", "warning")]),
+    ("if torch.cuda.get_device_capability() < (8, 9):\n    pass\n", [("PS502", "error")]),
+    ("if torch.cuda.get_device_capability()[1] < 5:\n    pass\n", [("PS501", "warning")]),
+    # a helper's `<` is its callers' threshold: PS501 there and at the call, not PS513
+    ("def atleast(major, minor):\n    def check(q):\n"
+     "        if torch.cuda.get_device_capability(q.device) < (major, minor):\n            raise ValueError\n"
+     "    return check\nCHECK = atleast(8, 0)\n", [("PS501", "warning"), ("PS501", "warning")]),
+])
+def test_old_gpu_checks_are_info(scan, source: str, expected) -> None:
+    found = scan("import torch\n" + source, ["PS501", "PS502", "PS506", "PS513", "PS514"])
+    assert [(f.rule, f.severity.value) for f in found] == expected
+
+
 # ------------------------------------------------------------------ subprocess strings
 
 
@@ -491,6 +512,19 @@ def guarded(source: str):
      "    import pynvml\nelif 'amd' in name:\n    pass\n", [(4, "XX602", "info", "vendor-branch")]),
     ("import torch\nif 'A100' in torch.cuda.get_device_name():\n    import pynvml\n",
      [(3, "XX602", "error", None)]),
+    # a cuda flag assigned beside a hip flag (diffusers' testing_utils) tells the builds apart
+    ("import torch\nIS_ROCM = torch.version.hip is not None\nIS_CUDA = torch.version.cuda is not None\n",
+     [(3, "XX402", "info", "vendor-branch")]),
+    ("import torch\ndef kind():\n    cuda: bool = torch.version.cuda is not None\n"
+     "    hip = bool(torch.version.hip)\n    return cuda, hip\n", [(3, "XX402", "info", "vendor-branch")]),
+    # ... but not a lone flag after a blank line, nor one beside other assignments
+    ("import torch\nIS_ROCM = torch.version.hip is not None\n\nIS_CUDA = torch.version.cuda is not None\n",
+     [(4, "XX402", "warning", None)]),
+    ("import torch\nGPU = torch.cuda.is_available()\nIS_CUDA = torch.version.cuda is not None\n",
+     [(3, "XX402", "warning", None)]),
+    # a version read beside the hip one is no flag pair: parsing it still raises
+    ("import torch\ncuda = float(torch.version.cuda)\nhip = torch.version.hip\n",
+     [(2, "XX401", "error", None)]),
 ])
 def test_guards_lower_the_severity(source: str, expected) -> None:
     assert guarded(source) == expected

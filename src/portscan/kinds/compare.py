@@ -45,6 +45,10 @@ class ComparePattern:
     #: report not the comparison but the gates of the flag it is stored in: each place
     #: a local assigned the comparison (``IS_SM90 = cap >= (9, 0)``) is tested (``if IS_SM90:``)
     gates: bool = False
+    #: also report a helper's comparison against its parameters at the helper's calls
+    #: (``atleast_sm(8, 0)``); false where the operator matters, since how a helper
+    #: compares (``cap < (major, minor)`` to refuse) says nothing of how callers use it
+    helpers: bool = True
 
     @classmethod
     def read(cls, r: TableReader) -> ComparePattern:
@@ -60,11 +64,15 @@ class ComparePattern:
         indices = r.literals("indices")
         if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in indices):
             raise PatternError(r.key("indices"), "expected a list of integers >= 0")
-        gates = r.raw("gates", False)
-        if gates is not None and not isinstance(gates, bool):
-            raise PatternError(r.key("gates"), "expected true or false")
+        flags = {}
+        for key, default in (("gates", False), ("helpers", True)):
+            flag = r.raw(key, False)
+            if flag is not None and not isinstance(flag, bool):
+                raise PatternError(r.key(key), "expected true or false")
+            flags[key] = default if flag is None else flag
         return cls(
-            gates=bool(gates),
+            gates=flags["gates"],
+            helpers=flags["helpers"],
             callees=r.dotted("callees", wildcard=True),
             attributes=attributes,
             operators=operators,
@@ -82,8 +90,9 @@ class ComparePattern:
         if self.attributes:
             operand += f" (its {code_list(self.attributes)})"
         text = (f"Comparisons involving {operand}, also through a local variable assigned from it, "
-                "as an SM number (`major * 10 + minor`) or against a helper's parameters (then "
-                "reported at each call of the helper in the module with literal arguments)")
+                "as an SM number (`major * 10 + minor`)" + (
+                    " or against a helper's parameters (then reported at each call of the helper "
+                    "in the module with literal arguments)" if self.helpers else ""))
         if self.gates:
             text = ("Tests (`if flag:`, `flag and ...`) of a local flag assigned a comparison involving "
                     f"{operand}")
@@ -170,7 +179,7 @@ class ComparePattern:
                         for call, passed in _passed_values(surface, other, scope):
                             for rule, p in rules:
                                 name = p.matched_callee(names, accessor, step, passed)
-                                if name is not None and not p.gates:
+                                if name is not None and not p.gates and p.helpers:
                                     surface.hit(rule, id(call), call, name=name, value=repr(passed))
                 left = right
 

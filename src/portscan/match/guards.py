@@ -84,6 +84,56 @@ def is_vendor_check(expr: cst.CSTNode) -> bool:
     return False
 
 
+def build_flag(expr: cst.BaseExpression, which: str) -> bool:
+    """Is ``expr`` a truth test of ``torch.version.<which>`` (``"hip"`` or ``"cuda"``) and
+    nothing else: ``... is not None``, ``... is None``, ``bool(...)``, ``not ...``?"""
+    if isinstance(expr, cst.UnaryOperation) and isinstance(expr.operator, cst.Not):
+        expr = expr.expression
+    elif isinstance(expr, cst.Call) and len(expr.args) == 1 and isinstance(expr.func, cst.Name) \
+            and expr.func.value == "bool":
+        expr = expr.args[0].value
+    elif isinstance(expr, cst.Comparison) and len(expr.comparisons) == 1:
+        target = expr.comparisons[0]
+        if not (isinstance(target.operator, (cst.Is, cst.IsNot)) and isinstance(target.comparator, cst.Name)
+                and target.comparator.value == "None"):
+            return False
+        expr = expr.left
+    chain = dotted(expr) if isinstance(expr, cst.Attribute) else None
+    return chain is not None and chain[1][-2:] == ["version", which]
+
+
+def vendor_flag_values(body: Sequence[cst.BaseStatement]) -> list[cst.BaseExpression]:
+    """The ``torch.version.cuda`` flags a block assigns beside a ``torch.version.hip``
+    flag, in one run of assignments on consecutive lines (``IS_ROCM = torch.version.hip
+    is not None`` then ``IS_CUDA = torch.version.cuda is not None``): a flag pair that
+    tells the builds apart, the vendor test PS402's rewrite asks for, not a "GPU build
+    present" check."""
+    found: list[cst.BaseExpression] = []
+    run: list[cst.BaseExpression] = []
+    for statement in (*body, None):
+        value = _assigned_value(statement)
+        if value is not None and run and not _after_blank_line(statement):
+            run.append(value)
+            continue
+        if any(build_flag(v, "hip") for v in run):
+            found += [v for v in run if build_flag(v, "cuda")]
+        run = [value] if value is not None else []
+    return found
+
+
+def _after_blank_line(statement: cst.BaseStatement | None) -> bool:
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        line.comment is None for line in statement.leading_lines)
+
+
+def _assigned_value(statement: cst.BaseStatement | None) -> cst.BaseExpression | None:
+    """The value of a one-assignment statement line (``X = ...``, ``X: bool = ...``)."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    small = statement.body[0]
+    return small.value if isinstance(small, (cst.Assign, cst.AnnAssign)) else None
+
+
 #: names that hold the CUDA toolkit's location: None (or unset) wherever there is no CUDA
 _TOOLKIT_NAMES = frozenset({"CUDA_HOME", "CUDA_PATH"})
 

@@ -45,6 +45,7 @@ from portscan.match.guards import (
     is_type_checking,
     is_toolkit_check,
     is_vendor_check,
+    vendor_flag_values,
 )
 from portscan.match.locate import locate
 from portscan.parse import LineIndex
@@ -850,8 +851,10 @@ class _Collector(Walker):
     visit_If = visit_While = visit_IfExp = visit_Assert = _visit_condition
 
     def _visit_block(self, node: cst.Module | cst.IndentedBlock) -> bool:
-        """`if torch.version.hip: return ...` makes the rest of the block the other branch."""
+        """`if torch.version.hip: return ...` makes the rest of the block the other branch;
+        a ``torch.version.cuda`` flag assigned beside a ``torch.version.hip`` one is a vendor test."""
         body = node.body
+        self.regions.extend(Region(value, VENDOR_BRANCH) for value in vendor_flag_values(body))
         vendor = False
         for i, statement in enumerate(body):
             if not (isinstance(statement, cst.If) and statement.orelse is None
