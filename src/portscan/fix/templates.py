@@ -114,7 +114,7 @@ def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
         if name not in arguments or name not in was_positional:
             break
         positional.append(arguments.pop(name).with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
-    new_args = _realign(ctx, call, reference, _layout(call, [*positional, *kept_positional, *arguments.values()]))
+    new_args = _realign(ctx, match, call, reference, _layout(call, [*positional, *kept_positional, *arguments.values()]))
     ctx.release_imports(call.func)
     return Edit(call, call.with_changes(func=reference, args=new_args), match, spec.tier)
 
@@ -203,18 +203,25 @@ def _plain_comma(comma: cst.Comma | cst.MaybeSentinel) -> cst.Comma | cst.MaybeS
     return comma
 
 
-def _realign(ctx: FixContext, call: cst.Call, func: cst.BaseExpression, args: list[cst.Arg]) -> list[cst.Arg]:
+def _realign(ctx: FixContext, match: Match, call: cst.Call, func: cst.BaseExpression,
+             args: list[cst.Arg]) -> list[cst.Arg]:
     """Continuation lines aligned with the call's opening parenthesis (``f(a,\\n  b)`` with
     ``b`` under ``a``), and lines indented past it, move with it when the callee's name
-    changes length; hanging indents stay where they are."""
-    if not call.args or isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace):
+    changes length; hanging indents stay where they are. The columns come from the
+    match's offsets and the blocks' indents, not from locating nodes (one code generation
+    per call would make a file of many calls quadratic)."""
+    if not call.args or isinstance(call.whitespace_before_args, cst.ParenthesizedWhitespace) \
+            or not any(_breaks_line(arg) for arg in args):
         return args
     shift = len(cst.Module([]).code_for_node(func)) - len(ctx.module.code_for_node(call.func))
-    statement = ctx.statement(call)
-    if shift == 0 or statement is None:
+    if shift == 0 or match.node is not call.func or call.func.lpar:  # type: ignore[attr-defined]
         return args
-    where = ctx.positions([call.args[0], statement])
-    column, indent = where[id(call.args[0])].start.column, where[id(statement)].start.column
+    after_func = call.whitespace_after_func
+    before_args = call.whitespace_before_args
+    column = ctx.lines.position(match.end)[1] - 1 + len(getattr(after_func, "value", "")) + 1 \
+        + len(getattr(before_args, "value", ""))
+    indent = sum(len(block.indent if block.indent is not None else ctx.module.default_indent)
+                 for block in ctx.ancestors(call) if isinstance(block, cst.IndentedBlock))
 
     def moved(indented: bool, space: cst.SimpleWhitespace) -> cst.SimpleWhitespace:
         spaces = space.value
@@ -232,7 +239,12 @@ def _realign(ctx: FixContext, call: cst.Call, func: cst.BaseExpression, args: li
                 return updated
             return updated.with_changes(whitespace=moved(updated.indent, updated.whitespace))
 
-    return [arg.visit(Shift()) for arg in args]  # type: ignore[misc]
+    return [arg.visit(Shift()) if _breaks_line(arg) else arg for arg in args]  # type: ignore[misc]
+
+
+def _breaks_line(arg: cst.Arg) -> bool:
+    """Does the argument, or the comma after it, hold a line break?"""
+    return "\n" in cst.Module([]).code_for_node(arg)
 
 
 # ----------------------------------------------------------------------------- guard-import
