@@ -562,9 +562,14 @@ class _Origins:
                 at_line.setdefault(line, []).append(k)
         for i1, i2 in ((i1, i2) for tag, i1, i2, _, _ in diff if tag != "equal"):
             owners = sorted({k for line in range(i1, max(i2, i1 + 1)) for k in at_line.get(line, ())})
-            places = self.places(i1, i2)
-            for k in owners or range(len(applied)):
-                touches[k] |= places
+            if not owners:  # an import added or removed: one place of it marks it for every match
+                place = min(self.places(i1, i2))
+                for k in range(len(applied)):
+                    touches[k].add(place)
+            for k in owners:  # each match: its own lines of the block (a block can span them all)
+                first, last = spans[k]
+                lo, hi = max(i1, first), min(i2, last + 1)
+                touches[k] |= self.places(lo, hi) if lo < hi else self.places(i1, i2)
         done = [Applied(m.rule.code, m.rule.name, tier, self.input_line(m.start), frozenset(t))
                 for (m, tier), t in zip(applied, touches, strict=True)]
         lines: list[int | None] = []
