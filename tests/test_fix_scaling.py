@@ -181,3 +181,19 @@ def test_rewriting_many_calls_locates_nodes_a_bounded_number_of_times(shape: str
         return count
 
     assert locations(40) == locations(10)
+
+
+def test_what_each_fix_touched_stays_its_own_when_every_line_changes() -> None:
+    """With every line rewritten the line diff is one block; each applied fix must still
+    record only its own lines (recording the block's gave every fix all of them: memory
+    quadratic in the number of fixes), and still own the hunk that shows it."""
+    from portscan.fix.engine import fix_source
+    from portscan.ruleset.loader import load_rules
+
+    calls = 300
+    text = "import torch\n" + "".join(f"s{i} = torch.cuda.amp.GradScaler(init_scale={i + 1}.0)\n"
+                                      for i in range(calls))
+    result = fix_source(text, "gen.py", load_rules().select(["PS316"]))
+    assert len(result.applied) == calls
+    assert sum(len(a.touches) for a in result.applied) <= 3 * calls
+    assert all(blocks for _, blocks in result.hunks())
