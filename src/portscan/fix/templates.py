@@ -114,7 +114,8 @@ def _replace_call(ctx: FixContext, match: Match, spec: FixSpec, entry: Replace,
         if name not in arguments or name not in was_positional:
             break
         positional.append(arguments.pop(name).with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT))
-    new_args = _realign(ctx, match, call, reference, _layout(call, [*positional, *kept_positional, *arguments.values()]))
+    laid = _layout(call, [*positional, *kept_positional, *arguments.values()])
+    new_args = _realign(ctx, match, call, reference, laid)
     ctx.release_imports(call.func)
     return Edit(call, call.with_changes(func=reference, args=new_args), match, spec.tier)
 
