@@ -33,7 +33,8 @@ from portscan.fix.transforms import TRANSFORMS
 from portscan.match import Match
 from portscan.config import Target
 from portscan.fix.linediff import opcodes
-from portscan.match.fixsites import only_raises
+from portscan.match.guards import only_raises
+from portscan.match.syntax import small_statements
 from portscan.match.levels import FALLBACK, TYPE_CHECKING, VENDOR_BRANCH
 from portscan.match.python import ModuleWalk
 from portscan.model import Finding
@@ -384,8 +385,7 @@ class _DropDeadTry(cst.CSTTransformer):
         return id(node) not in self.unchanged and super().on_visit(node)
 
     def leave_Try(self, original_node: cst.Try, updated_node: cst.Try):  # type: ignore[override]
-        body = [s for line in updated_node.body.body
-                for s in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+        body = small_statements(updated_node.body)
         if not body or not all(isinstance(s, cst.Pass) for s in body) \
                 or updated_node.orelse is not None or updated_node.finalbody is not None:
             return updated_node

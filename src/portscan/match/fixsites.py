@@ -14,6 +14,7 @@ from typing import Protocol
 import libcst as cst
 
 from portscan.match import Match
+from portscan.match.guards import only_raises
 from portscan.match.syntax import Walker, children
 from portscan.ruleset.fixspec import FixSpec, Replace
 
@@ -227,17 +228,6 @@ def probed(facts: Facts, node: cst.CSTNode) -> str | None:
     return None
 
 
-def only_raises(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
-    """Does an ``except`` handler do nothing but raise (so nothing runs without the import)?"""
-    suite = handler.body
-    if isinstance(suite, cst.SimpleStatementSuite):
-        smalls: list[cst.CSTNode] = list(suite.body)
-    else:
-        smalls = [small for line in suite.body
-                  for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
-    return bool(smalls) and all(isinstance(small, cst.Raise) for small in smalls)
-
-
 # ----------------------------------------------------------------------------- replace
 
 
@@ -256,8 +246,6 @@ def source_only_use(facts: Facts, entry: Replace, name: str) -> str | None:
     source = (entry.names[0] if entry.names else name).rsplit(".", 1)[-1]
     return (f"`{facts.code(first)}` (line {facts.line(first)}) is only on `{source}`; "
             f"`{entry.to}` has no `{first.attr.value}`")
-
-
 
 
 def compatibility_path(node: cst.CSTNode, target: str, parent: Parent, qualify: Qualify | None = None

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from portscan.match.syntax import children, dotted, string_text
+from portscan.match.syntax import children, dotted, small_statements, string_text
 from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -170,10 +170,14 @@ def handler_falls_back(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bo
                 caught.add(chain[1][-1])
         if not caught & FALLBACK_EXCEPTIONS:
             return False
-    statements: list[cst.CSTNode] = []
-    for line in handler.body.body:  # simple lines hold small statements; compound ones count whole
-        statements.extend(line.body if isinstance(line, cst.SimpleStatementLine) else [line])
-    return not all(isinstance(s, cst.Raise) for s in statements)
+    return not only_raises(handler)
+
+
+def only_raises(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
+    """Does an ``except`` handler do nothing but raise (so nothing runs without what the
+    ``try`` failed to do)?"""
+    statements = small_statements(handler.body)
+    return bool(statements) and all(isinstance(s, cst.Raise) for s in statements)
 
 
 def boolean_operands(node: cst.BooleanOperation) -> list[cst.BaseExpression]:

@@ -58,6 +58,7 @@ from portscan.match.syntax import (
     program_name,
     shell_programs,
     source_snippet,
+    small_statements,
     string_text,
 )
 from portscan.kinds.python_surface import same_text
@@ -1860,8 +1861,7 @@ class Names:
 
 
 def _only_pass(body: cst.CSTNode) -> bool:
-    lines = body.body if isinstance(body, cst.IndentedBlock | cst.SimpleStatementSuite) else ()
-    smalls = [small for line in lines for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+    smalls = small_statements(body) if isinstance(body, cst.BaseSuite) else []
     return bool(smalls) and all(isinstance(small, cst.Pass) for small in smalls)
 
 

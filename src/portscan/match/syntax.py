@@ -98,6 +98,15 @@ def dotted(node: cst.BaseExpression) -> tuple[list[cst.BaseExpression], list[str
     return nodes, parts
 
 
+def small_statements(suite: cst.BaseSuite) -> list[cst.CSTNode]:
+    """The statements of a block as they run: a simple line's small statements each, a
+    compound statement whole (``x = 1; y = 2`` is two, an ``if`` one)."""
+    if isinstance(suite, cst.SimpleStatementSuite):
+        return list(suite.body)
+    return [small for line in suite.body
+            for small in (line.body if isinstance(line, cst.SimpleStatementLine) else [line])]
+
+
 def literal(node: cst.BaseExpression) -> object:
     """The value of a literal expression, or ``MISSING``. Nothing is evaluated."""
     if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
