@@ -25,9 +25,8 @@ from packaging.version import Version
 
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
-from portscan.match.fixsites import attributes_by_name, parents, probing
+from portscan.match.fixsites import parents, probing
 from portscan.match.locate import locate
-from portscan.match.syntax import dotted
 from portscan.match.python import Names, Scope
 from portscan.parse import LineIndex
 
@@ -115,35 +114,6 @@ class FixContext:
             found[key] = CodeRange(CodePosition(line, column - 1), CodePosition(end_line, end_column - 1))
         return found
 
-    @functools.cached_property
-    def _attributes(self) -> dict[str, list[cst.Attribute]]:
-        return attributes_by_name(self._parents)
-
-    def attributes(self, name: str) -> list[cst.Attribute]:
-        """Every ``x.<name>`` in the module."""
-        return self._attributes.get(name, [])
-
-    def code(self, node: cst.CSTNode) -> str:
-        return self.module.code_for_node(node)
-
-    def imports_used(self, node: cst.CSTNode) -> list[tuple[str, cst.Import | cst.ImportFrom]]:
-        return self.names.imports_used(node)
-
-    def bindings(self, node: cst.CSTNode) -> tuple[str, tuple[str | None, ...]] | None:
-        first = node
-        while isinstance(first, cst.Attribute):
-            first = first.value
-        owner = self.scope(first).lookup(first.value) if isinstance(first, cst.Name) else None
-        return None if owner is None else (first.value, tuple(owner.bindings[first.value]))  # type: ignore[attr-defined]
-
-    def qualify(self, node: cst.CSTNode) -> list[str]:
-        chain = dotted(node) if isinstance(node, cst.Name | cst.Attribute) else None
-        return self.scope(node).qualified(chain[1]) if chain is not None else []
-
-    def first(self, nodes: Sequence[cst.CSTNode]) -> cst.CSTNode:
-        where = self.positions(nodes)
-        return min(nodes, key=lambda n: (where[id(n)].start.line, where[id(n)].start.column))
-
     def line(self, node: cst.CSTNode) -> int:
         return self.positions([node])[id(node)].start.line
 
@@ -197,4 +167,3 @@ class FixContext:
                 else:
                     RemoveImportsVisitor.remove_unused_import(self.context, module, obj=alias.evaluated_name,
                                                               asname=alias.evaluated_alias)
-

@@ -14,7 +14,7 @@ import libcst as cst
 from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
 from portscan.ruleset.fixspec import FixSpec, Replace
 from portscan.match import Match
-from portscan.match.syntax import literal
+from portscan.match.syntax import dotted, literal
 from portscan.ruleset.table import MISSING, Literal, literal_in
 
 Template = Callable[[FixContext, Match, FixSpec], "Edit | Declined | None"]
@@ -327,21 +327,21 @@ def delete(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined:
 def _still_needed(ctx: FixContext, match: Match) -> str | None:
     """Why a call is kept: the module still uses what it configures for anything the same
     rule does not delete (``amp.register_half_function`` while ``amp.initialize`` stays)."""
-    first = match.node
-    while isinstance(first, cst.Attribute):
-        first = first.value
-    if not isinstance(first, cst.Name):
+    chain = dotted(match.node)  # type: ignore[arg-type]
+    if chain is None:
         return None
+    first = chain[0][0]
+    assert isinstance(first, cst.Name)
     owner = ctx.scope(first).lookup(first.value)
     if owner is None:
         return None
     covered = [m.node for m in ctx.matches if m.rule is match.rule]
     for use, _ in ctx.names.uses(first.value, owner):
         if not any(ctx.contains(node, use) for node in covered):
-            chain: cst.CSTNode = use
-            while isinstance(ctx.parent(chain), cst.Attribute):
-                chain = ctx.parent(chain)  # type: ignore[assignment]
-            return (f"`{first.value}` stays in this module (`{ctx.module.code_for_node(chain)}` at line "
+            outer: cst.CSTNode = use
+            while isinstance(ctx.parent(outer), cst.Attribute):
+                outer = ctx.parent(outer)  # type: ignore[assignment]
+            return (f"`{first.value}` stays in this module (`{ctx.module.code_for_node(outer)}` at line "
                     f"{ctx.line(use)}), and this call configures it; deleted once nothing else uses it")
     return None
 

@@ -8,7 +8,7 @@ it back unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import libcst as cst
@@ -23,12 +23,18 @@ Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 Qualify = Callable[[cst.CSTNode], Sequence[str]]
 
 
-class Facts(Protocol):
-    """What the walk knows of the whole module, for the decisions that look past a site's
-    own shape. The scan's walk gives it, and so does a fix pass's
-    :class:`~portscan.fix.rewrite.FixContext`, so both decide alike."""
+class Tree(Protocol):
+    """Where a node sits: what :func:`probing` needs, from the scan's walk or from a fix
+    pass's :class:`~portscan.fix.rewrite.FixContext` (so both decide alike)."""
 
     def parent(self, node: cst.CSTNode) -> cst.CSTNode | None: ...
+
+    def line(self, node: cst.CSTNode) -> int: ...
+
+
+class Facts(Tree, Protocol):
+    """What the scan's walk knows of the whole module, for the decisions that look past
+    a site's own shape."""
 
     def bindings(self, node: cst.CSTNode) -> tuple[str, tuple[str | None, ...]] | None:
         """What the first name of the chain holding ``node`` is bound to: (the name, each
@@ -40,8 +46,6 @@ class Facts(Protocol):
 
     def attributes(self, name: str) -> Sequence[cst.Attribute]:
         """Every ``x.<name>`` in the module."""
-
-    def line(self, node: cst.CSTNode) -> int: ...
 
     def first(self, nodes: Sequence[cst.CSTNode]) -> cst.CSTNode:
         """The node that comes first in the module."""
@@ -79,15 +83,6 @@ def enclosing_comparison(node: cst.CSTNode, parent: Parent) -> cst.Comparison | 
             return None  # only a comprehension's first iterable is evaluated up front
         ancestor = parent(ancestor)
     return None
-
-
-def attributes_by_name(nodes: Iterable[cst.CSTNode]) -> dict[str, list[cst.Attribute]]:
-    """The ``x.<name>`` nodes among ``nodes``, by attribute name (for :meth:`Facts.attributes`)."""
-    found: dict[str, list[cst.Attribute]] = {}
-    for node in nodes:
-        if isinstance(node, cst.Attribute):
-            found.setdefault(node.attr.value, []).append(node)
-    return found
 
 
 def parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
@@ -198,24 +193,24 @@ def binding_conflict(bound: tuple[str, tuple[str | None, ...]] | None) -> str | 
             "every branch, so each is left to port by hand")
 
 
-def _probe(facts: Facts, statement: cst.CSTNode) -> bool:
+def _probe(tree: Tree, statement: cst.CSTNode) -> bool:
     """Is this import in the body of a ``try`` whose handler copes? Then it is a probe:
     removing it changes more than the names it binds (``HAS_APEX = True`` after it
     would always run, or the ``try`` would be left as ``pass``)."""
-    line = facts.parent(statement)
-    block = facts.parent(line) if line is not None else None
-    owner = facts.parent(block) if block is not None else None
+    line = tree.parent(statement)
+    block = tree.parent(line) if line is not None else None
+    owner = tree.parent(block) if block is not None else None
     return isinstance(owner, cst.Try) and block is owner.body \
         and not all(only_raises(handler) for handler in owner.handlers)
 
 
-def probing(facts: Facts, statement: cst.Import | cst.ImportFrom, name: str) -> str | None:
+def probing(tree: Tree, statement: cst.Import | cst.ImportFrom, name: str) -> str | None:
     """Why the names an import binds are not rewritten, if it is a probe: the import would
     have to stay, so the module would still test for the package and take the other path
     where it is missing; the rewrite would change only the machines that have it."""
-    if not _probe(facts, statement):
+    if not _probe(tree, statement):
         return None
-    return (f"`{name}` comes from the `try` at line {facts.line(statement)}, which tests whether "
+    return (f"`{name}` comes from the `try` at line {tree.line(statement)}, which tests whether "
             "the package is installed; port that test and its branches by hand")
 
 

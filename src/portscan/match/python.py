@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, get_args
 import libcst as cst
 
 from portscan.match import Match
-from portscan.match.fixsites import attributes_by_name, decline_reasons, parents
+from portscan.match.fixsites import decline_reasons, parents
 from portscan.match.guards import (
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -1970,7 +1970,11 @@ class _Facts:
 
     @functools.cached_property
     def _attributes(self) -> dict[str, list[cst.Attribute]]:
-        return attributes_by_name(self._parents)
+        found: dict[str, list[cst.Attribute]] = {}
+        for node in self._parents:
+            if isinstance(node, cst.Attribute):
+                found.setdefault(node.attr.value, []).append(node)
+        return found
 
     @functools.cached_property
     def _lines(self) -> LineIndex:
