@@ -42,6 +42,7 @@ from portscan.match import Match
 from portscan.match.common import requirement_matches
 from portscan.match.manifests import match_pyproject, match_requirements, match_setup_cfg
 from portscan.model import Confidence, Finding, Severity
+from portscan.parse import LineIndex
 from portscan.ruleset.fixspec import FixSpec
 from portscan.ruleset.schema import Rule
 
@@ -117,10 +118,11 @@ def _declared(root: Path, path: Path) -> list[Floor]:
     if path.name == "pyproject.toml":
         found += _poetry(text)
     floors = []
+    lines = LineIndex(text)
     for offset, requirement in found:
         version = _requirement_floor(requirement)
         if version is not None:
-            floors.append(Floor(version, f"{where}:{text.count(chr(10), 0, offset) + 1}", requirement))
+            floors.append(Floor(version, f"{where}:{lines.position(offset)[0]}", requirement))
     return floors
 
 
@@ -143,9 +145,7 @@ def _match_setup_py(text: str) -> list[Match]:
         return []
     bound = {target.id: node.value for node in tree.body if isinstance(node, ast.Assign)
              for target in node.targets if isinstance(target, ast.Name)}
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
+    starts = LineIndex(text).starts  # lines as ast numbers them (not str.splitlines')
     found: list[Match] = []
     for call in ast.walk(tree):
         if not isinstance(call, ast.Call) or _callee(call.func) != "setup":
