@@ -471,11 +471,12 @@ class _Builder:
                             or any(ctx.contains(candidate, b) for b in busy) or _has_global(candidate):
                         break
                     lower -= 1
-                assigning = [i for i in range(lower, index) if _touches(_writes(body[i]), names)]
+                writes = [_writes(statement) for statement in body[:index]]  # walked once per block
+                assigning = [i for i in range(lower, index) if _touches(writes[i], names)]
                 if assigning:
-                    region = (block, _first_needed(body, lower, assigning[-1], names), assigning[-1] + 1)
+                    region = (block, _first_needed(body, writes, lower, assigning[-1], names), assigning[-1] + 1)
                     break
-                earlier = [i for i in range(lower) if _touches(_writes(body[i]), names)]
+                earlier = [i for i in range(lower) if _touches(writes[i], names)]
                 if earlier and blocked is None:
                     blocked = (body[earlier[-1]], body[lower - 1])
             if region is None:
@@ -490,7 +491,6 @@ class _Builder:
             arguments.append(cst.Arg(cst.parse_expression(f"{scaler}.is_enabled()"),
                                      keyword=cst.Name("enabled"), equal=EQUAL))
         self.autocast_call = cst.Call(autocast, arguments)
-
 
     def no_forward_pass(self, call: cst.Call, names: set[str],
                         blocked: tuple[cst.CSTNode, cst.CSTNode] | None) -> str:
@@ -527,13 +527,14 @@ def _enclosing_blocks(ctx: FixContext, node: cst.CSTNode) -> list[tuple[cst.CSTN
     return found
 
 
-def _first_needed(body: list[cst.CSTNode], lower: int, last: int, names: set[str]) -> int:
+def _first_needed(body: list[cst.CSTNode], writes: list[set[str]], lower: int, last: int, names: set[str]) -> int:
     """The index of the first statement in ``body[lower:last + 1]`` that what ``body[last]``
-    (the loss) reads depends on, following assignments backwards."""
+    (the loss) reads depends on, following assignments backwards (``writes``: what each
+    statement of ``body`` assigns, as :func:`_writes` found it)."""
     needed = set(names)
     first = last
     for i in range(last, lower - 1, -1):
-        if i == last or _touches(_writes(body[i]), needed):
+        if i == last or _touches(writes[i], needed):
             needed |= _reads(body[i])
             first = i
     return first
