@@ -205,7 +205,7 @@ def render_index(rules: Iterable[Rule]) -> str:
         lines += [f"## {category}", "", "| code | name | severity | confidence | fix | message |",
                   "|---|---|---|---|---|---|"]
         for rule in group:
-            message = rule.message.replace("|", "\\|")
+            message = _cell(rule.message)
             fix = rule.fix.tier.value if rule.fix else "-"
             lines.append(f"| [{rule.code}]({rule.code}.md) | {rule.name} | {rule.severity.value} | "
                          f"{rule.confidence.value} | {fix} | {message} |")
