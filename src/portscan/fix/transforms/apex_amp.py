@@ -578,23 +578,12 @@ def _writes(statement: cst.CSTNode) -> set[str]:
         def visit_ClassDef(self, node: cst.ClassDef) -> bool:
             return False
 
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            found.update(_target(node.target))
+        def _store(self, node: cst.AssignTarget | cst.AugAssign | cst.AnnAssign | cst.For | cst.AsName
+                   | cst.NamedExpr) -> None:
+            found.update(_target(node.name if isinstance(node, cst.AsName) else node.target))
 
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            found.update(_target(node.target))
-
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            found.update(_target(node.target))
-
-        def visit_For(self, node: cst.For) -> None:
-            found.update(_target(node.target))
-
-        def visit_AsName(self, node: cst.AsName) -> None:
-            found.update(_target(node.name))
-
-        def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-            found.update(_target(node.target))
+        visit_AssignTarget = visit_AugAssign = visit_AnnAssign = visit_For = visit_AsName = _store
+        visit_NamedExpr = _store
 
     Targets().walk(statement)
     return found
