@@ -36,6 +36,7 @@ EXPECTED_KERNELS = [
     ("csrc/segment.cu", 8, 7, "PS911"),               # lane = threadIdx.x % 32
     ("tools/smem_probe.cpp", 11, 34, "PS929"),        # cudaDevAttrMaxSharedMemoryPerBlockOptin, in no extension
     ("tools/smem_probe.cpp", 12, 3, "PS919"),         # cudaFuncSetAttribute(..., MaxDynamicSharedMemorySize, ...)
+    ("tools/smem_probe.cpp", 12, 3, "PS934"),         # ... with the kernel uncast: HIP takes const void*
 ]
 
 

@@ -294,3 +294,37 @@ def state_dict_digest(state: dict) -> str:
             tensor = tensor.to(torch.float32)
         h.update(tensor.numpy().tobytes())
     return h.hexdigest()
+
+
+SUPPORTED_QUANT_DTYPES = (torch.int8, torch.float8_e4m3fn, torch.float8_e5m2)
+
+
+def check_quant_dtype(target_dtype) -> None:
+    """An accepted-dtype list, only tested against: it chooses no FP8 format."""
+    if target_dtype not in SUPPORTED_QUANT_DTYPES:
+        raise ValueError(f"unsupported {target_dtype}; supported: {SUPPORTED_QUANT_DTYPES}")
+
+
+def torch_cuda_version():
+    """The None of ROCm is exactly what the handler copes with (guard `handled`)."""
+    try:
+        major, minor = torch.version.cuda.split(".")[:2]
+        return f"{major}.{minor}"
+    except:  # noqa: E722 - as written in the wild
+        return None
+
+
+def attention_tiles(head_dim: int) -> tuple[int, int]:
+    """Capability picks tile sizes only (guard `tuning`): MI300's (9, 4) takes the first branch and runs."""
+    cap = torch.cuda.get_device_capability()
+    if cap[0] >= 9:
+        if head_dim <= 256:
+            block_m, block_n = 128, 64
+        else:
+            block_m, block_n = 32, 64
+    elif cap[0] >= 8:
+        block_m, block_n = (128, 128) if head_dim <= 128 else (64, 64)
+    else:
+        block_m, block_n = 64, 64
+    return block_m, block_n
+

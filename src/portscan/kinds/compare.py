@@ -49,6 +49,9 @@ class ComparePattern:
     #: (``atleast_sm(8, 0)``); false where the operator matters, since how a helper
     #: compares (``cap < (major, minor)`` to refuse) says nothing of how callers use it
     helpers: bool = True
+    #: a test that only picks numbers (``BLOCK = 128 if cap >= (8, 0) else 64``, an
+    #: ``if``/``else`` of tile sizes) is a tuning choice: ``info`` (guard ``tuning``)
+    tuning: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> ComparePattern:
@@ -65,7 +68,7 @@ class ComparePattern:
         if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in indices):
             raise PatternError(r.key("indices"), "expected a list of integers >= 0")
         flags = {}
-        for key, default in (("gates", False), ("helpers", True)):
+        for key, default in (("gates", False), ("helpers", True), ("tuning", False)):
             flag = r.raw(key, False)
             if flag is not None and not isinstance(flag, bool):
                 raise PatternError(r.key(key), "expected true or false")
@@ -73,6 +76,7 @@ class ComparePattern:
         return cls(
             gates=flags["gates"],
             helpers=flags["helpers"],
+            tuning=flags["tuning"],
             callees=r.dotted("callees", wildcard=True),
             attributes=attributes,
             operators=operators,
@@ -102,6 +106,9 @@ class ComparePattern:
             text += f", against {code_list(map(repr, self.values))}"
         if self.not_values:
             text += f", not against {code_list(map(repr, self.not_values))} (in any case)"
+        if self.tuning:
+            text += ("; a test that only picks numbers (tile sizes, warp or stage counts) is a tuning "
+                     "choice, reported as `info` (guard `tuning`)")
         return text + "."
 
     def matched_callee(self, names: list[str], accessor: tuple[str, object] | None, op: str,
@@ -157,6 +164,9 @@ class ComparePattern:
             for target in comparison.comparisons:
                 op = surface.operator(target)
                 right = target.comparator
+                if op in ("is", "is not"):  # `cap is None`: an identity test compares no versions
+                    left = right
+                    continue
                 for operand, other, flipped in ((left, right, False), (right, left, True)):
                     source = surface.operand_source(operand, scope)
                     if source is None:

@@ -19,6 +19,14 @@ range lies inside one takes the guard's name and a lowered severity:
     ``except``, ``ImportError``, ``Exception``, ``OSError``, ...) and does not just
     re-raise -- the code degrades instead of crashing, but the feature is silently
     lost on ROCm -- one step lower (error -> warning -> info), imports included.
+``handled``
+    in the body of a ``try`` whose handler catches one of the exceptions the rule says
+    its matched use raises on ROCm (the rule's ``raises``; ``Exception`` or a bare
+    ``except`` as well) and does more than re-raise (``try: v = torch.version.cuda.split(".")``
+    ``except AttributeError: v = None``) -- the ROCm case is the one handled -- ``info``.
+``tuning``
+    a capability test whose branches only assign numbers (``BLOCK = 128 if cap >= (8, 0)
+    else 64``): a tile size, warp or stage count is picked, no feature -- ``info``.
 ``fallback-equivalent``
     an import in such a ``try`` whose handler binds every name it imports to one of
     the rule's ``equivalents`` (``except ImportError: LayerNorm = torch.nn.LayerNorm``
@@ -40,6 +48,8 @@ from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK,
     FALLBACK_EQUIVALENT,
     GUARD_ORDER,
+    HANDLED,
+    TUNING,
     TYPE_CHECKING,
     VENDOR_BRANCH,
     guarded_severity,
@@ -158,19 +168,28 @@ def is_toolkit_check(expr: cst.CSTNode) -> bool:
     return False
 
 
+def _caught(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> frozenset[str]:
+    """The exception names (last dotted part) a handler catches; ``"*"`` when bare."""
+    if handler.type is None:
+        return frozenset({"*"})
+    types = handler.type.elements if isinstance(handler.type, cst.Tuple) else None
+    names = [e.value for e in types] if types is not None else [handler.type]
+    return frozenset(chain[1][-1] for chain in map(dotted, names) if chain is not None)
+
+
 def handler_falls_back(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
     """A handler that catches a plausible failure and does something other than re-raise."""
-    if handler.type is not None:
-        types = handler.type.elements if isinstance(handler.type, cst.Tuple) else None
-        names = ([e.value for e in types] if types is not None else [handler.type])
-        caught = set()
-        for name in names:
-            chain = dotted(name)
-            if chain is not None:
-                caught.add(chain[1][-1])
-        if not caught & FALLBACK_EXCEPTIONS:
-            return False
-    return not only_raises(handler)
+    return bool(_caught(handler) & (FALLBACK_EXCEPTIONS | {"*"})) and not only_raises(handler)
+
+
+def caught_by(handlers: Sequence[cst.ExceptHandler | cst.ExceptStarHandler]) -> frozenset[str]:
+    """What the handlers that do more than re-raise catch (``"*"``: a bare ``except``)."""
+    return frozenset().union(*(_caught(h) for h in handlers if not only_raises(h)))
+
+
+def handles(caught: frozenset[str], raises: Sequence[str]) -> bool:
+    """Do handlers catching ``caught`` catch one of ``raises``?"""
+    return bool(caught & {"*", "Exception", "BaseException", *raises})
 
 
 def only_raises(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:

@@ -10,6 +10,8 @@ TYPE_CHECKING = "type-checking"
 VENDOR_BRANCH = "vendor-branch"
 FALLBACK = "fallback"
 FALLBACK_EQUIVALENT = "fallback-equivalent"
+HANDLED = "handled"
+TUNING = "tuning"
 
 #: A guard's effect on severity; ``None`` means "one step lower".
 _GUARD_SEVERITY: dict[str, Severity | None] = {
@@ -17,11 +19,13 @@ _GUARD_SEVERITY: dict[str, Severity | None] = {
     VENDOR_BRANCH: Severity.INFO,
     FALLBACK: None,
     FALLBACK_EQUIVALENT: Severity.INFO,
+    HANDLED: Severity.INFO,
+    TUNING: Severity.INFO,
 }
 _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
                   Severity.INFO: Severity.INFO}
 #: When regions nest, the strongest guard wins.
-GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, FALLBACK_EQUIVALENT, FALLBACK)
+GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, HANDLED, TUNING, FALLBACK_EQUIVALENT, FALLBACK)
 
 
 def guarded_severity(severity: Severity, guard: str | None, is_import: bool = False) -> Severity:

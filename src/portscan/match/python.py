@@ -36,10 +36,14 @@ from portscan.match.guards import (
     FALLBACK,
     FALLBACK_EQUIVALENT,
     GUARD_ORDER,
+    HANDLED,
+    TUNING,
     TYPE_CHECKING,
     VENDOR_BRANCH,
     boolean_operands,
     Substitute,
+    caught_by,
+    handles,
     handler_bindings,
     handler_falls_back,
     is_type_checking,
@@ -55,6 +59,7 @@ from portscan.match.syntax import (
     SHELLS,
     dotted,
     literal,
+    picks_numbers,
     program_name,
     shell_programs,
     source_snippet,
@@ -325,6 +330,14 @@ class _Collector(Walker):
         self.string_siblings: dict[int, frozenset[str]] = {}
         self.regions: list[Region] = []
         self.fallback_tries: list[FallbackTry] = []
+        #: (name, scope, literal) of ``NAME = (a, b)`` / ``[...]`` / ``{...}`` assignments, and
+        #: the ids of names tested against (``x in NAME``, ``isinstance(x, NAME)``)
+        self.literal_sets: list[tuple[str, Scope, cst.Tuple | cst.List | cst.Set]] = []
+        self.tested_containers: set[int] = set()
+        #: the tests of conditions that only choose numbers (see syntax.picks_numbers)
+        self.number_choices: list[cst.BaseExpression] = []
+        #: (body, what its handlers catch without re-raising) of every ``try`` that catches
+        self.catching_tries: list[tuple[cst.CSTNode, frozenset[str]]] = []
         self._flattened: set[int] = set()
         self.imported: list[ImportedName] = []
         self.use_imports: list[UsedImport] = []
@@ -366,9 +379,11 @@ class _Collector(Walker):
                      index: int | None = None) -> None:
         """Bind the names a store target introduces; visit the loads inside it."""
         if isinstance(target, cst.Name):
-            self.scope.bind(target.value)
+            # `global CAP` then `CAP = ...` in a function stores the module's CAP
+            scope = self.module_scope if target.value in self.scope.global_names else self.scope
+            scope.bind(target.value)
             if value is not None:
-                self.scope.values.setdefault(target.value, []).append((value, index))
+                scope.values.setdefault(target.value, []).append((value, index))
         elif isinstance(target, (cst.Tuple, cst.List)):
             for i, element in enumerate(target.elements):
                 inner = element.value
@@ -492,6 +507,7 @@ class _Collector(Walker):
         while comp is not None:
             self._bind_target(comp.target, None)
             self._loop_items(comp.target, comp.iter)
+            self._mark_operand(comp.iter)  # iterated, as in a `for` statement
             self._visit(comp.iter)
             for condition in comp.ifs:
                 self._mark_test(condition.test)
@@ -530,6 +546,8 @@ class _Collector(Walker):
         self._visit(node.value)
         for target in node.targets:
             self._store(target.target, node.value)
+            if isinstance(target.target, cst.Name) and isinstance(node.value, (cst.Tuple, cst.List, cst.Set)):
+                self.literal_sets.append((target.target.value, self.scope, node.value))
         return False
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
@@ -696,6 +714,8 @@ class _Collector(Walker):
             func.attr.value if isinstance(func, cst.Attribute) else "")
         if callee == "bool" and len(node.args) == 1:
             self._mark_test(node)
+        elif callee in ("isinstance", "issubclass") and len(node.args) == 2:
+            self.tested_containers.add(id(node.args[1].value))
         elif callee in _CONVERSIONS and node.args and not node.args[0].star:
             self._mark_operand(node.args[0].value)
         elif callee in ("get", "pop") and isinstance(func, cst.Attribute) and node.args:
@@ -790,6 +810,7 @@ class _Collector(Walker):
             elif op in ("in", "not in"):
                 self._mark_test(left)
                 self._mark_operand(right)
+                self.tested_containers.add(id(right))
                 if isinstance(right, (cst.List, cst.Tuple, cst.Set)):  # x in (a, b): a and b only compared
                     for element in right.elements:
                         if isinstance(element, cst.Element):
@@ -847,6 +868,8 @@ class _Collector(Walker):
             elif is_vendor_check(node.test) or is_toolkit_check(node.test):
                 branches = (node.body, node.orelse)
                 self.regions.extend(Region(b, VENDOR_BRANCH) for b in branches if b is not None)
+            if picks_numbers(node):
+                self.number_choices.append(node.test)
         return True
 
     visit_If = visit_While = visit_IfExp = visit_Assert = _visit_condition
@@ -871,6 +894,9 @@ class _Collector(Walker):
     visit_Module = visit_IndentedBlock = _visit_block
 
     def visit_Try(self, node: cst.Try | cst.TryStar) -> bool:
+        caught = caught_by(node.handlers)
+        if caught:
+            self.catching_tries.append((node.body, caught))
         if any(handler_falls_back(handler) for handler in node.handlers):
             self.regions.append(Region(node.body, FALLBACK))
             self.fallback_tries.append(FallbackTry(node.body, handler_bindings(node.handlers), self.scope))
@@ -906,8 +932,26 @@ class _Resolver:
         self.subjects: dict[int, object] = {}
 
     def run(self) -> None:
+        self._mark_listed_only()
         for kind, rules in self.c.index.kinds:
             kind.resolve_python(rules, self)
+
+    def _mark_listed_only(self) -> None:
+        """The items of a literal tuple/list/set whose local is only tested against
+        (``x in SUPPORTED``, ``isinstance(x, SUPPORTED)``) or shown in messages are only
+        compared: an accepted-dtype list chooses nothing. Within the module only: a
+        module-level list imported elsewhere is judged by its uses here."""
+        tested = self.c.tested_containers
+
+        def only_tested(chain: _Chain) -> bool:
+            return len(chain.parts) == 1 and (id(chain.nodes[0]) in tested or self.in_message(chain.nodes[0]))
+
+        for name, scope, items in self.c.literal_sets:
+            uses = self.uses(name, scope)
+            if uses and all(only_tested(chain) for chain in uses):
+                for element in items.elements:
+                    if isinstance(element, cst.Element):
+                        self.usage.setdefault(id(element.value), "truth")
 
     # -- reports ----------------------------------------------------------------
 
@@ -1889,12 +1933,24 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                      + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
                      + [node for node, _ in checks] + bindings.statements()
                      + [t.body for t in collector.fallback_tries]
+                     + [body for body, _ in collector.catching_tries if any(rule.raises for rule, *_ in reports)]
+                     + collector.number_choices
                      + [n for body, mentions in helpers for n in (body, *mentions)])
     guarded = [(offsets[id(node)], guard) for node, guard in regions if id(node) in offsets]
     guarded += _vendor_only_helpers(helpers, guarded, offsets)
 
-    def guard_at(start: int, end: int) -> str | None:
+    catching = [(offsets[id(body)], caught) for body, caught in collector.catching_tries if id(body) in offsets]
+
+    choices = [offsets[id(test)] for test in collector.number_choices if id(test) in offsets]
+
+    def guard_at(start: int, end: int, rule: Rule | None = None) -> str | None:
         guards = {guard for (g_start, g_end), guard in guarded if g_start <= start and end <= g_end}
+        if rule is not None and rule.raises and any(s <= start and end <= e and handles(caught, rule.raises)
+                                                    for (s, e), caught in catching):
+            guards.add(HANDLED)  # `try: torch.version.cuda.split(".") except AttributeError: ...`
+        if rule is not None and getattr(rule.pattern, "tuning", False) and any(s <= start and end <= e
+                                                                                for s, e in choices):
+            guards.add(TUNING)  # `BLOCK = 128 if cap >= (8, 0) else 64`: the comparison picks a number
         return next((g for g in GUARD_ORDER if g in guards), None)
 
     tries = _Tries(collector.fallback_tries, offsets)
@@ -1908,7 +1964,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
         if local is not None and any(s <= start and end <= e and local in names for (s, e), names in checked):
             continue  # `if version is not None: version.split(".")`
         variables.setdefault("matched", source_snippet(module, node))
-        guard = guard_at(start, end)
+        guard = guard_at(start, end, rule)
         statement = bindings.import_statement(rule, site)
         folded = False
         if statement is not None:  # an import rule's own statement

@@ -136,6 +136,42 @@ def literal(node: cst.BaseExpression) -> object:
 
 
 
+def picks_numbers(node: cst.If | cst.IfExp) -> bool:
+    """Does a condition only choose numbers? ``BLOCK = 128 if c else 64``, or an ``if``
+    whose branches (nested ``if``/``elif``/``else`` included) do nothing but assign
+    numeric literals (``BLOCK_M, BLOCK_N = 128, 64``; ``num_warps = 8``) -- a tuning
+    choice such as a tile size or a warp count, not a code path."""
+    if isinstance(node, cst.IfExp):
+        return _number(node)
+    return _assigns_numbers(node.body) and (node.orelse is None or _assigns_numbers(
+        node.orelse if isinstance(node.orelse, cst.If) else node.orelse.body))
+
+
+def _number(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.IfExp):  # (64, 64) if Lq <= 128 else (32, 32)
+        return _number(node.body) and _number(node.orelse)
+    value = literal(node)
+    items = value if isinstance(value, tuple) else (value,)
+    return bool(items) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items)
+
+
+def _assigns_numbers(body: cst.BaseSuite | cst.If) -> bool:
+    statements = [body] if isinstance(body, cst.If) else small_statements(body)
+    assigned = False
+    for statement in statements:
+        if isinstance(statement, cst.If):
+            if not picks_numbers(statement):
+                return False
+            assigned = True
+        elif isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is not None:
+            if not _number(statement.value):
+                return False
+            assigned = True
+        elif not isinstance(statement, cst.Pass):
+            return False
+    return assigned
+
+
 def string_text(node: cst.BaseExpression) -> str | None:
     """Static text of a string literal; f-string placeholders become ``\\0``."""
     if isinstance(node, cst.SimpleString):

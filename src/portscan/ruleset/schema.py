@@ -25,6 +25,7 @@ from portscan.ruleset.table import PatternError, TableReader
 _CODE = re.compile(r"^[A-Z]{2,8}[0-9]{3}$")
 _KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _URL = re.compile(r"^https://\S+$")
+_EXCEPTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _ARCH_GLOB = re.compile(r"^gfx[0-9a-f*?]+$")
 MESSAGE_MAX = 160
 
@@ -94,6 +95,11 @@ class Rule:
     #: import is ``info`` (guard ``fallback-equivalent``), see docs/rule-format.md#guards
     equivalents: tuple[str, ...] = ()
     escalate: Escalation | None = None
+    #: the exceptions a matched use raises on ROCm (``AttributeError`` for
+    #: ``torch.version.cuda.split()``): a ``try`` whose handler catches one of them (or
+    #: ``Exception``, or a bare ``except``) without re-raising copes with ROCm, so the
+    #: finding is ``info`` (guard ``handled``), see docs/rule-format.md#guards
+    raises: tuple[str, ...] = ()
 
     def severity_for(self, target: Target | None) -> Severity | None:
         """The severity on ``target`` (None: the rule does not apply there)."""
@@ -234,6 +240,7 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
             supersedes=supersedes, bad=_read_examples(r.raw("bad", True), "bad"),
             good=_read_examples(r.raw("good", True), "good"), origin=origin, fix=fix,
             targets=targets, equivalents=equivalents,
+            raises=r.texts("raises", required=False, check=_EXCEPTION, what="exception class name"),
             escalate=_read_escalation(r.raw("escalate", False), severity),
         )
         r.finish()

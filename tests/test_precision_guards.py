@@ -1,0 +1,149 @@
+"""Precision guards from the accuracy corpus's trap labels: a handled ``None``, a
+capability test that only picks tile sizes, an accepted-dtype list, an op's metadata
+read. Each case next to one that must stay loud, so neither can pass vacuously."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from portscan.scan import scan_source
+
+
+def found(rules, source: str, path: str = "mod.py") -> list[tuple[int, str, str, str | None]]:
+    findings = scan_source(textwrap.dedent(source), path, rules)
+    return sorted((f.span.line, f.rule, f.severity.value, f.guard) for f in findings)
+
+
+@pytest.mark.parametrize("handler, expected", [
+    ("except:\n    v = None", ("info", "handled")),
+    ("except AttributeError:\n    v = None", ("info", "handled")),
+    ("except (TypeError, AttributeError) as exc:\n    v = None", ("info", "handled")),
+    ("except Exception:\n    v = None", ("info", "handled")),
+    # catching something else: the None failure escapes (a fallback, one step lower)
+    ("except ImportError:\n    v = None", ("warning", "fallback")),
+    # re-raising: nothing copes with ROCm
+    ("except AttributeError:\n    raise ValueError('no CUDA version')", ("error", None)),
+])
+def test_a_handler_that_catches_the_none_failure_makes_it_info(rules, handler, expected) -> None:
+    source = "import torch\ntry:\n    v = torch.version.cuda.split('.')\n" + handler + "\n"
+    assert [(s, g) for _, rule, s, g in found(rules, source) if rule == "PS401"] == [expected]
+
+
+def test_handled_needs_the_rule_to_declare_what_it_raises(rules) -> None:
+    """A bare ``except`` around an apex import is a fallback (the feature is lost), not handled."""
+    source = """
+        try:
+            from apex.optimizers import FusedAdam
+        except:
+            FusedAdam = None
+        """
+    assert {g for *_, g in found(rules, source)} == {"fallback"}
+
+
+TILES = """
+    import torch
+    CAP = torch.cuda.get_device_capability()
+
+    def tiles(head_dim):
+        if CAP[0] >= 9:
+            if head_dim <= 256:
+                BLOCK_M, BLOCK_N = (128, 64)
+            else:
+                BLOCK_M, BLOCK_N = (32, 64)
+        elif CAP[0] >= 8:
+            BLOCK_M, BLOCK_N = (128, 128)
+        else:
+            BLOCK_M, BLOCK_N = (64, 64) if head_dim <= 128 else (32, 32)
+        num_warps = 8 if CAP >= (8, 0) else 4
+        return BLOCK_M, BLOCK_N, num_warps
+    """
+
+
+def test_capability_tests_that_only_pick_numbers_are_tuning(rules) -> None:
+    assert found(rules, TILES) == [(6, "PS502", "info", "tuning"), (11, "PS501", "info", "tuning"),
+                                   (15, "PS501", "info", "tuning")]
+
+
+@pytest.mark.parametrize("branch", [
+    ["from flash_attn_interface import flash_attn_func", "BLOCK = 128"],  # a code path
+    ["BLOCK = pick_block(head_dim)"],  # a value from elsewhere
+    ["BLOCK = 128", "USE_TMA = True"],  # a switch, not a number
+])
+def test_a_branch_doing_more_than_numbers_keeps_the_gate_loud(rules, branch) -> None:
+    source = "\n".join(["import torch", "def tiles(head_dim):",
+                        "    if torch.cuda.get_device_capability()[0] >= 9:",
+                        *("        " + line for line in branch),
+                        "    else:", "        BLOCK = 64", "    return BLOCK", ""])
+    gate = [(s, g) for line, rule, s, g in found(rules, source) if rule == "PS502"]
+    assert gate == [("error", None)]
+
+
+def test_a_device_name_table_of_numbers_is_no_tuning_choice(rules) -> None:
+    """Peak FLOPs keyed on NVIDIA names: AMD falls through to the default, a wrong number."""
+    source = """
+        import torch
+        name = torch.cuda.get_device_name()
+        flops = float("inf")
+        if "H100" in name:
+            flops = 989e12
+        elif "A100" in name:
+            flops = 312e12
+        """
+    assert {(s, g) for _, rule, s, g in found(rules, source) if rule == "PS504"} == {("warning", None)}
+
+
+def test_an_accepted_dtype_list_only_tested_against_is_no_choice(rules) -> None:
+    source = """
+        import torch
+        SUPPORTED = (torch.int8, torch.float8_e4m3fn)
+        CHOSEN = (torch.float8_e4m3fn, torch.bfloat16)
+
+        def check(dtype):
+            if isinstance(dtype, SUPPORTED) or dtype in SUPPORTED:
+                return CHOSEN[0]
+            raise ValueError(f"{dtype} not in {SUPPORTED}")
+        """
+    assert [(line, rule) for line, rule, *_ in found(rules, source)] == [(4, "PS503")]
+
+
+def test_reading_an_xformers_ops_metadata_forces_nothing(rules) -> None:
+    source = """
+        from xformers.ops.fmha import MemoryEfficientAttentionCutlassOp, memory_efficient_attention
+        ok = all(bias in op.SUPPORTED_ATTN_BIAS_TYPES for op in MemoryEfficientAttentionCutlassOp)
+        out = memory_efficient_attention(q, k, v, op=MemoryEfficientAttentionCutlassOp)
+        """
+    assert [line for line, rule, *_ in found(rules, source) if rule == "PS705"] == [4]
+
+
+def test_a_typed_kernel_passed_to_func_set_attribute(rules) -> None:
+    source = """
+        void launch(int smem) {
+          cudaFuncSetAttribute(kernel<Traits>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+          cudaFuncSetAttribute((const void*)kernel<Traits>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+        }
+        """
+    assert [(line, s) for line, rule, s, _ in found(rules, source, "csrc/k.cu") if rule == "PS934"] == [(3, "error")]
+
+
+def test_a_capability_cached_in_a_global_is_followed_and_its_none_check_is_not_a_gate(rules) -> None:
+    """``global CAP; CAP = get_device_capability()`` in a helper stores the module's CAP:
+    its tests elsewhere are capability gates; ``CAP is None`` (the cache check) is none."""
+    source = """
+        import torch
+        _CAP = None
+
+        def _capability():
+            global _CAP
+            if _CAP is None:
+                _CAP = torch.cuda.get_device_capability()
+            return _CAP
+
+        def kernel_meta(head_dim):
+            _capability()
+            if _CAP[0] < 9:
+                return meta_sm8x(head_dim)
+            return meta_sm9x(head_dim)
+        """
+    assert [(line, rule, s) for line, rule, s, _ in found(rules, source)] == [(13, "PS502", "error")]
