@@ -80,6 +80,16 @@ def test_a_branch_doing_more_than_numbers_keeps_the_gate_loud(rules, branch) -> 
     assert gate == [("error", None)]
 
 
+def test_only_ones_and_zeros_are_a_switch_not_a_tuning_choice(rules) -> None:
+    source = """
+        import torch
+        USE_TMA = 1 if torch.cuda.get_device_capability()[0] >= 9 else 0
+        STAGES = 1 if torch.cuda.get_device_capability()[0] >= 9 else 3
+        """
+    assert [(line, s, g) for line, rule, s, g in found(rules, source) if rule == "PS502"] == [
+        (3, "error", None), (4, "info", "tuning")]
+
+
 def test_a_device_name_table_of_numbers_is_no_tuning_choice(rules) -> None:
     """Peak FLOPs keyed on NVIDIA names: AMD falls through to the default, a wrong number."""
     source = """

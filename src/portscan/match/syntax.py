@@ -140,36 +140,49 @@ def picks_numbers(node: cst.If | cst.IfExp) -> bool:
     """Does a condition only choose numbers? ``BLOCK = 128 if c else 64``, or an ``if``
     whose branches (nested ``if``/``elif``/``else`` included) do nothing but assign
     numeric literals (``BLOCK_M, BLOCK_N = 128, 64``; ``num_warps = 8``) -- a tuning
-    choice such as a tile size or a warp count, not a code path."""
+    choice such as a tile size or a warp count, not a code path. Only 0s and 1s
+    (``USE_TMA = 1 if c else 0``) are a switch, not a tuning choice."""
+    values = _chosen_numbers(node)
+    return values is not None and not set(values) <= {0, 1}
+
+
+def _chosen_numbers(node: cst.If | cst.IfExp) -> list[object] | None:
+    """The numbers a condition's branches assign, or None when they do anything else."""
     if isinstance(node, cst.IfExp):
-        return _number(node)
-    return _assigns_numbers(node.body) and (node.orelse is None or _assigns_numbers(
-        node.orelse if isinstance(node.orelse, cst.If) else node.orelse.body))
+        return _numbers_in(node)
+    body = _assigned_numbers(node.body)
+    if body is None or node.orelse is None:
+        return body
+    rest = _assigned_numbers(node.orelse if isinstance(node.orelse, cst.If) else node.orelse.body)
+    return None if rest is None else body + rest
 
 
-def _number(node: cst.BaseExpression) -> bool:
+def _numbers_in(node: cst.BaseExpression) -> list[object] | None:
     if isinstance(node, cst.IfExp):  # (64, 64) if Lq <= 128 else (32, 32)
-        return _number(node.body) and _number(node.orelse)
+        body, orelse = _numbers_in(node.body), _numbers_in(node.orelse)
+        return None if body is None or orelse is None else body + orelse
     value = literal(node)
-    items = value if isinstance(value, tuple) else (value,)
-    return bool(items) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items)
+    items = list(value) if isinstance(value, tuple) else [value]
+    numeric = bool(items) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items)
+    return items if numeric else None
 
 
-def _assigns_numbers(body: cst.BaseSuite | cst.If) -> bool:
+def _assigned_numbers(body: cst.BaseSuite | cst.If) -> list[object] | None:
     statements = [body] if isinstance(body, cst.If) else small_statements(body)
-    assigned = False
+    found: list[object] = []
     for statement in statements:
         if isinstance(statement, cst.If):
-            if not picks_numbers(statement):
-                return False
-            assigned = True
+            values = _chosen_numbers(statement)
         elif isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is not None:
-            if not _number(statement.value):
-                return False
-            assigned = True
-        elif not isinstance(statement, cst.Pass):
-            return False
-    return assigned
+            values = _numbers_in(statement.value)
+        elif isinstance(statement, cst.Pass):
+            values = []
+        else:
+            values = None
+        if values is None:
+            return None
+        found += values
+    return found or None
 
 
 def string_text(node: cst.BaseExpression) -> str | None:
