@@ -212,6 +212,11 @@ PROPS = rule("XX505", {"kind": "compare", "callees": ["torch.cuda.get_device_pro
     ('torch.cuda.get_device_name(0) == "H100"', ["XX504"]),
     ('torch.cuda.get_device_name(0) != "H100"', []),
     ('torch.cuda.get_device_name(0) in ("A100", "H100")', []),
+    ('torch.cuda.get_device_name().startswith("A100")', ["XX504"]),
+    ('torch.cuda.get_device_name(0).lower().endswith(("l4", "H100"))', ["XX504"]),
+    ('torch.cuda.get_device_name().startswith("L4")', []),
+    ('print(torch.cuda.get_device_name().startswith("A100"))', []),
+    ('"A100-SXM4".startswith("A100")', []),
     ("torch.cuda.get_device_properties(0).major >= 9", ["XX505"]),
     ("torch.cuda.get_device_properties(0).minor >= 9", []),
     ("torch.cuda.device_count() >= 9", []),
@@ -219,6 +224,20 @@ PROPS = rule("XX505", {"kind": "compare", "callees": ["torch.cuda.get_device_pro
 ])
 def test_comparison_forms(line: str, expected: list[str]) -> None:
     assert [c for c, _, _ in run("import torch\nx = " + line, CAP, HOPPER, NAME, PROPS)] == expected
+
+
+def test_prefix_tests_count_only_where_substring_tests_do() -> None:
+    """`name.startswith(x)` is `x in name` at one end: a rule without "contains" (an exact
+    match of `gcnArchName`, say) leaves it alone, as the rewrite it suggests uses it."""
+    arch = rule("XX510", {"kind": "compare", "callees": ["torch.cuda.get_device_properties"],
+                          "attributes": ["gcnArchName"], "operators": ["=="]})
+    source = """\
+    import torch
+    props = torch.cuda.get_device_properties(0)
+    a = props.gcnArchName.startswith("gfx94")
+    b = props.gcnArchName == "gfx942"
+    """
+    assert run(source, arch) == [("XX510", 4, 'props.gcnArchName == "gfx942"')]
 
 
 def test_comparison_through_local_names() -> None:

@@ -93,8 +93,11 @@ class ComparePattern:
         operand = "a call of " + code_list(self.callees)
         if self.attributes:
             operand += f" (its {code_list(self.attributes)})"
+        contains = "contains" in self.operators  # any-operator rules compare numbers
         text = (f"Comparisons involving {operand}, also through a local variable assigned from it, "
-                "as an SM number (`major * 10 + minor`)" + (
+                + ("a prefix or suffix test of it (`.startswith(x)` / `.endswith(x)`, read as "
+                   "`x in ...`), " if contains else "")
+                + "as an SM number (`major * 10 + minor`)" + (
                     " or against a helper's parameters (then reported at each call of the helper "
                     "in the module with literal arguments)" if self.helpers else ""))
         if self.gates:
@@ -192,6 +195,41 @@ class ComparePattern:
                                 if name is not None and not p.gates and p.helpers:
                                     surface.hit(rule, id(call), call, name=name, value=repr(passed))
                 left = right
+        for call, scope in surface.calls:  # f().startswith("x"): "x" in f(), at its start or end
+            test = _affix_test(call)
+            if test is None or surface.in_message(call):
+                continue
+            flags = surface.assignments(call)
+            if flags and all(_only_shown(surface, name, at) for name, at in flags):
+                continue
+            receiver, needle = test
+            source = surface.operand_source(receiver, scope)
+            if source is None:
+                continue
+            names, accessor = source
+            value = surface.literal(needle)
+            for rule, p in rules:
+                # a tuple of prefixes is any of them; each must pass the rule's values and not_values
+                name = next((n for item in (value if isinstance(value, tuple) else (value,))
+                             if (n := p.matched_callee(names, accessor, "contains", item)) is not None), None)
+                if name is None:
+                    continue
+                if p.gates:
+                    _report_gates(surface, rule, flags, name, surface.snippet(needle))
+                else:
+                    surface.hit(rule, id(call), call, subject=_subject(receiver, scope), name=name,
+                                value=surface.snippet(needle))
+
+
+def _affix_test(call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    """(receiver, prefix) of ``receiver.startswith(prefix)`` / ``.endswith(prefix)``, a
+    substring test of the receiver: ``name.startswith("NVIDIA H100")`` asks what
+    ``"NVIDIA H100" in name`` asks."""
+    func = call.func
+    if (not isinstance(func, cst.Attribute) or func.attr.value not in ("startswith", "endswith")
+            or not call.args or call.args[0].keyword is not None or call.args[0].star):
+        return None
+    return func.value, call.args[0].value
 
 
 def _subject(operand: cst.BaseExpression, scope: Any) -> object:
