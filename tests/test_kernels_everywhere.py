@@ -129,6 +129,7 @@ def test_cpp_file_kind(path: str, kind: str | None) -> None:
 @pytest.mark.parametrize("text", [
     "__device__ int f();", "int x = threadIdx.x;", '#include <cuda_runtime.h>', "cudaMalloc(&p, n);",
     "#if __CUDA_ARCH__ >= 800", "using namespace nvcuda;", "#include <cooperative_groups.h>",
+    "#include <nvtx3/nvToolsExt.h>",  # a profiling helper with no other CUDA token (PS951)
 ])
 def test_cuda_tokens(text: str) -> None:
     assert mentions_cuda(text)

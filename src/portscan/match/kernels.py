@@ -81,7 +81,8 @@ def vendor_regions(code: str) -> list[tuple[int, int]]:
 CUDA_TOKENS = ("__global__", "__device__", "__shared__", "__shfl", "__ballot", "__activemask",
                "__syncwarp", "threadIdx", "blockDim", "warpSize", "nvcuda", "cooperative_groups",
                "cudaDevAttr", "cudaFuncAttr", "cublasLt", "CUDA_VERSION", "CUDART_VERSION",
-               "__CUDA_ARCH", "__CUDACC", "include <cu", 'include "cu', "include <mma.h")
+               "__CUDA_ARCH", "__CUDACC", "include <cu", 'include "cu', "include <mma.h",
+               "include <nvtx3/", 'include "nvtx3/')
 #: a CUDA runtime API call (``cudaFuncSetAttribute(``); driver API users include ``<cuda.h>``
 _CUDA_CALL = re.compile(r"\bcuda[A-Z]\w*[ \t]*\(")
 
