@@ -181,13 +181,8 @@ class ComparePattern:
                     value = surface.literal(other)
                     for rule, p in rules:
                         name = p.matched_callee(names, accessor, step, value)
-                        if name is None:
-                            continue
-                        if p.gates:
-                            _report_gates(surface, rule, flags, name, surface.snippet(other))
-                        else:
-                            surface.hit(rule, id(comparison), comparison, subject=_subject(operand, scope),
-                                        name=name, value=surface.snippet(other))
+                        if name is not None:
+                            _report(surface, rule, p, name, comparison, operand, other, scope, flags)
                     if value is MISSING:  # cap < (major, minor) in a helper: its callers decide
                         for call, passed in _passed_values(surface, other, scope):
                             for rule, p in rules:
@@ -212,13 +207,19 @@ class ComparePattern:
                 # a tuple of prefixes is any of them; each must pass the rule's values and not_values
                 name = next((n for item in (value if isinstance(value, tuple) else (value,))
                              if (n := p.matched_callee(names, accessor, "contains", item)) is not None), None)
-                if name is None:
-                    continue
-                if p.gates:
-                    _report_gates(surface, rule, flags, name, surface.snippet(needle))
-                else:
-                    surface.hit(rule, id(call), call, subject=_subject(receiver, scope), name=name,
-                                value=surface.snippet(needle))
+                if name is not None:
+                    _report(surface, rule, p, name, call, receiver, needle, scope, flags)
+
+
+def _report(surface: PythonSurface, rule: Any, p: ComparePattern, name: str, test: cst.BaseExpression,
+            operand: cst.BaseExpression, other: cst.BaseExpression, scope: Any,
+            flags: list[tuple[str, Any]]) -> None:
+    """A matched test (a comparison, or a ``startswith``/``endswith`` call): reported
+    itself, or with ``gates`` at the tests of the flags it is stored in."""
+    if p.gates:
+        _report_gates(surface, rule, flags, name, surface.snippet(other))
+    else:
+        surface.hit(rule, id(test), test, subject=_subject(operand, scope), name=name, value=surface.snippet(other))
 
 
 def _affix_test(call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:

@@ -206,6 +206,10 @@ class _Index:
         #: bare names whose stores a kind asks for (``store_names``)
         self.store_names: frozenset[str] = frozenset(
             name for _, pairs in self.kinds for _, p in pairs for name in getattr(p, "store_names", tuple)())
+        #: whether a rule declares the exceptions it raises (guard ``handled``), and whether
+        #: one reads number-only conditions as tuning (guard ``tuning``)
+        self.raises = any(rule.raises for rule in rules)
+        self.tuning = any(getattr(rule.pattern, "tuning", False) for rule in rules)
 
 
 # --------------------------------------------------------------------------- sites
@@ -870,7 +874,7 @@ class _Collector(Walker):
             elif is_vendor_check(node.test) or is_toolkit_check(node.test):
                 branches = (node.body, node.orelse)
                 self.regions.extend(Region(b, VENDOR_BRANCH) for b in branches if b is not None)
-            if picks_numbers(node):
+            if self.index.tuning and picks_numbers(node):
                 self.number_choices.append(node.test)
         return True
 
@@ -896,7 +900,7 @@ class _Collector(Walker):
     visit_Module = visit_IndentedBlock = _visit_block
 
     def visit_Try(self, node: cst.Try | cst.TryStar) -> bool:
-        caught = caught_by(node.handlers)
+        caught = caught_by(node.handlers) if self.index.raises else frozenset()
         if caught:
             self.catching_tries.append((node.body, caught))
         if any(handler_falls_back(handler) for handler in node.handlers):
@@ -1931,12 +1935,14 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     checks = collector.name_checks if uses or unless else []
     bindings = _Bindings(collector, reports)
     helpers = _helper_mentions(module, collector)
+    raising = any(rule.raises for rule, *_ in reports)  # guard `handled` may apply
+    tuned = any(getattr(rule.pattern, "tuning", False) for rule, *_ in reports)  # guard `tuning` may apply
     offsets = locate(module, [node for _, _, node, _ in reports] + [node for node, _ in regions]
                      + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
                      + [node for node, _ in checks] + bindings.statements()
                      + [t.body for t in collector.fallback_tries]
-                     + [body for body, _ in collector.catching_tries if any(rule.raises for rule, *_ in reports)]
-                     + collector.number_choices
+                     + ([body for body, _ in collector.catching_tries] if raising else [])
+                     + (collector.number_choices if tuned else [])
                      + [n for body, mentions in helpers for n in (body, *mentions)])
     guarded = [(offsets[id(node)], guard) for node, guard in regions if id(node) in offsets]
     guarded += _vendor_only_helpers(helpers, guarded, offsets)
