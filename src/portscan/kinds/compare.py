@@ -158,10 +158,8 @@ class ComparePattern:
         of the flag it is stored in. A comparison only shown (a print/log argument, an
         f-string placeholder, a flag of a function used only there) decides nothing."""
         for comparison, scope in surface.compares:
-            if surface.in_message(comparison):
-                continue
-            flags = surface.assignments(comparison)
-            if flags and all(_only_shown(surface, name, at) for name, at in flags):
+            flags = _deciding(surface, comparison)
+            if flags is None:
                 continue
             left = comparison.left
             for target in comparison.comparisons:
@@ -192,10 +190,8 @@ class ComparePattern:
                 left = right
         for call, scope in surface.calls:  # f().startswith("x"): "x" in f(), at its start or end
             test = _affix_test(call)
-            if test is None or surface.in_message(call):
-                continue
-            flags = surface.assignments(call)
-            if flags and all(_only_shown(surface, name, at) for name, at in flags):
+            flags = _deciding(surface, call) if test is not None else None
+            if test is None or flags is None:
                 continue
             receiver, needle = test
             source = surface.operand_source(receiver, scope)
@@ -251,6 +247,18 @@ def _sm_view(major: tuple[str, object] | None, value: object) -> tuple[tuple[str
     if major is not None and major[0] == "attr":
         return major, value // 10
     return None, divmod(value, 10)
+
+
+def _deciding(surface: PythonSurface, test: cst.BaseExpression) -> list[tuple[str, Any]] | None:
+    """The flags a test is stored in (``IS_SM90 = cap >= (9, 0)``); None when the test
+    decides nothing: it is only shown (a print/log argument, an f-string placeholder) or
+    every flag it is stored in is."""
+    if surface.in_message(test):
+        return None
+    flags = surface.assignments(test)
+    if flags and all(_only_shown(surface, name, at) for name, at in flags):
+        return None
+    return flags
 
 
 def _only_shown(surface: PythonSurface, name: str, scope: Any) -> bool:

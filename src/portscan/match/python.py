@@ -209,7 +209,7 @@ class _Index:
         #: whether a rule declares the exceptions it raises (guard ``handled``), and whether
         #: one reads number-only conditions as tuning (guard ``tuning``)
         self.raises = any(rule.raises for rule in rules)
-        self.tuning = any(getattr(rule.pattern, "tuning", False) for rule in rules)
+        self.tuning = any(_tunes(rule) for rule in rules)
 
 
 # --------------------------------------------------------------------------- sites
@@ -1923,6 +1923,11 @@ def _runs_inside(owner: cst.CSTNode, child: cst.CSTNode) -> bool:
     return True
 
 
+def _tunes(rule: Rule) -> bool:
+    """Does the rule read a test that only picks numbers as tuning (guard ``tuning``)?"""
+    return getattr(rule.pattern, "tuning", False)
+
+
 def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> list[Match]:
     resolver.run()
     hits = _drop_superseded(resolver.hits)
@@ -1936,7 +1941,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     bindings = _Bindings(collector, reports)
     helpers = _helper_mentions(module, collector)
     raising = any(rule.raises for rule, *_ in reports)  # guard `handled` may apply
-    tuned = any(getattr(rule.pattern, "tuning", False) for rule, *_ in reports)  # guard `tuning` may apply
+    tuned = any(_tunes(rule) for rule, *_ in reports)  # guard `tuning` may apply
     offsets = locate(module, [node for _, _, node, _ in reports] + [node for node, _ in regions]
                      + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
                      + [node for node, _ in checks] + bindings.statements()
@@ -1956,8 +1961,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
         if rule is not None and rule.raises and any(s <= start and end <= e and handles(caught, rule.raises)
                                                     for (s, e), caught in catching):
             guards.add(HANDLED)  # `try: torch.version.cuda.split(".") except AttributeError: ...`
-        if rule is not None and getattr(rule.pattern, "tuning", False) and any(s <= start and end <= e
-                                                                                for s, e in choices):
+        if rule is not None and _tunes(rule) and any(s <= start and end <= e for s, e in choices):
             guards.add(TUNING)  # `BLOCK = 128 if cap >= (8, 0) else 64`: the comparison picks a number
         return next((g for g in GUARD_ORDER if g in guards), None)
 
