@@ -96,6 +96,10 @@ def match_as(pattern: str):
      "match.tested", "expected true or false"),
     (match_as('kind = "string"\ntested = true\nvalues = ["two\\nlines"]'),
      "match.values", "not a valid one-line text"),
+    (match_as('kind = "name"\nnames = ["demo.thing"]\nfirst_party = 1'),
+     "match.first_party", "expected true or false"),
+    (lambda t: t.replace('[[good]]\nsource = "x = 1"', '[[good]]\nsource = "x = 1"\nfirst_party = ["a.b"]'),
+     "good[0].first_party", "not a valid module name"),
 ])
 def test_invalid_files_name_the_file_and_key(tmp_path: Path, edit, key: str, problem: str) -> None:
     error = error_for(tmp_path, edit(VALID))

@@ -83,7 +83,8 @@ def check_example(case: ExampleCase) -> list[str]:
         return ["a bad example needs at least one `# expect` marker"]
     hipify = load_hipify_names() if case.rule.pattern.kind == "cuda-api" else None
     try:
-        findings = scan_source(example.source, example.path, RuleSet([case.rule]), hipify=hipify)
+        findings = scan_source(example.source, example.path, RuleSet([case.rule]), frozenset(example.first_party),
+                               hipify=hipify)
     except SourceError as exc:
         return [f"example does not parse: {exc.message}"]
     # a finding that lists other uses of its import reports those lines too

@@ -38,14 +38,12 @@ class CMakePattern:
         if position is not None and (isinstance(position, bool) or not isinstance(position, int)
                                      or position < 0):
             raise PatternError(r.key("position"), "expected a non-negative integer")
-        once = r.raw("once", False)
-        if once is not None and not isinstance(once, bool):
-            raise PatternError(r.key("once"), "expected true or false")
+        once = r.flag("once")
         regex = r.regex("regex")
         if regex is None and (position is not None or once):
             raise PatternError(r.key("regex"), "`position` and `once` need a regex")
         return cls(commands=frozenset(n.lower() for n in names), regex=regex, position=position,
-                   once=bool(once), unless=r.regex("unless"))
+                   once=once, unless=r.regex("unless"))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()  # only Python files are prefiltered

@@ -67,12 +67,7 @@ class ComparePattern:
         indices = r.literals("indices")
         if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in indices):
             raise PatternError(r.key("indices"), "expected a list of integers >= 0")
-        flags = {}
-        for key, default in (("gates", False), ("helpers", True), ("tuning", False)):
-            flag = r.raw(key, False)
-            if flag is not None and not isinstance(flag, bool):
-                raise PatternError(r.key(key), "expected true or false")
-            flags[key] = default if flag is None else flag
+        flags = {key: r.flag(key, default) for key, default in (("gates", False), ("helpers", True), ("tuning", False))}
         return cls(
             gates=flags["gates"],
             helpers=flags["helpers"],

@@ -44,13 +44,11 @@ class EnvPattern:
 
     @classmethod
     def read(cls, r: TableReader) -> EnvPattern:
-        reads = r.raw("reads", False)
-        if reads is not None and not isinstance(reads, bool):
-            raise PatternError(r.key("reads"), "expected true or false")
+        reads = r.flag("reads")
         unless = r.texts("unless", required=False, check=IDENTIFIER, what="variable name")
         pattern = cls(names=r.texts("names", check=IDENTIFIER, what="variable name"),
                       values=r.literals("values"), regex=r.regex("regex"), not_values=r.literals("not_values"),
-                      reads=bool(reads), unless=unless)
+                      reads=reads, unless=unless)
         if pattern.values and pattern.regex is not None:
             raise PatternError(r.where, "give at most one of `values` and `regex`")
         if pattern.reads and (pattern.values or pattern.regex is not None):

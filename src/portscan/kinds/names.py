@@ -9,7 +9,7 @@ from typing import Any, ClassVar, TYPE_CHECKING
 from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PYTHON, code_list, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets
-from portscan.ruleset.table import PatternError, TableReader
+from portscan.ruleset.table import TableReader
 from portscan.parse import lazy_libcst
 
 if TYPE_CHECKING:
@@ -53,14 +53,14 @@ class NamePattern:
     #: ``V = os.environ.get("X", name)``, ``D = {"k": name}`` (then ``D["k"]``), a
     #: parameter default ``def f(v=name)``, and ``W = V`` after those
     follow: bool = False
+    #: the names are a library's own components: they match in the library's own tree too
+    #: (its package, tests and benchmarks, or a vendored copy), where the package is first-party
+    first_party: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> NamePattern:
-        follow = r.raw("follow", False)
-        if follow is not None and not isinstance(follow, bool):
-            raise PatternError(r.key("follow"), "expected true or false")
         return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"),
-                   follow=bool(follow))
+                   follow=r.flag("follow"), first_party=r.flag("first_party"))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return qualified_sets(self.names)
@@ -70,8 +70,10 @@ class NamePattern:
         usage = USAGE_TEXT[self.usage]
         follow = (", also through the locals it is assigned to within the module (`v = name`, "
                   "`os.environ.get(\"X\", name)`, a dict entry, a parameter default)") if self.follow else ""
+        own = (" They also match in the library's own source tree (where its package is the project's "
+               "own).") if self.first_party else ""
         return (f"Uses of {code_list(self.names)}, resolved through import aliases{follow}"
-                + (f", {usage}." if usage else "."))
+                + (f", {usage}." if usage else ".") + own)
 
     def accepts_usage(self, usage: str) -> bool:
         """``usage`` is how a use treats the value: ``truth``, ``operand``, ``tag`` or ``other``."""
@@ -94,8 +96,12 @@ class NamePattern:
                     yield rule, p
 
         followed: dict[int, tuple[cst.BaseExpression, str, list[tuple[Any, NamePattern]]]] = {}
+        own_rules = any(p.first_party for _, p in rules)
         for chain in surface.chains:
-            for base in chain.scope.qualified(chain.parts[:1]):
+            bases = chain.scope.qualified(chain.parts[:1])
+            own = [b for b in chain.scope.qualified(chain.parts[:1], every_import=True) if b not in bases] \
+                if own_rules else []
+            for base in bases + own:
                 done: set[str] = set()
                 for j in range(len(chain.parts), 0, -1):
                     qualified = ".".join([base, *chain.parts[1:j]])
@@ -104,6 +110,8 @@ class NamePattern:
                              else surface.usage.get(id(node), "other"))
                     carries = j == len(chain.parts) and usage == "other"
                     for rule, p in named(qualified):
+                        if base in own and not p.first_party:
+                            continue
                         if carries and p.follow:
                             followed.setdefault(id(node), (node, qualified, []))[2].append((rule, p))
                         if rule.code in done or not p.accepts_usage(usage):

@@ -44,9 +44,7 @@ class StringPattern:
     @classmethod
     def read(cls, r: TableReader) -> StringPattern:
         regex = r.regex("regex")
-        tested = r.raw("tested", False)
-        if tested is not None and not isinstance(tested, bool):
-            raise PatternError(r.key("tested"), "expected true or false")
+        tested = r.flag("tested")
         check, what = (ONE_LINE, "one-line text") if tested else (WORDISH, "word-like string")
         values = r.texts("values", required=regex is None, check=check, what=what)
         if regex is not None and values:
@@ -55,7 +53,7 @@ class StringPattern:
             raise PatternError(r.key("tested"), "`tested` goes with `values`, not `regex`")
         if regex is not None and not regex_fragments(regex):
             raise PatternError(r.key("regex"), "must start with literal text (the prefilter's token)")
-        return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=bool(tested))
+        return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=tested)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         if self.regex is not None:  # the leading text, and every literal run the regex needs

@@ -20,7 +20,7 @@ from portscan.config import Target, specifier
 from portscan.model import Confidence, Severity
 from portscan.kinds import Pattern, read_pattern
 from portscan.ruleset.fixspec import TRANSFORM_NAMES, FixSpec, read_fix
-from portscan.ruleset.table import PatternError, TableReader
+from portscan.ruleset.table import IDENTIFIER, PatternError, TableReader
 
 _CODE = re.compile(r"^[A-Z]{2,8}[0-9]{3}$")
 _KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -48,6 +48,8 @@ class Example:
     source: str
     name: str = ""
     path: str = "example.py"
+    #: the project's own top-level modules, as a scan of the example's project sees them
+    first_party: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,7 +140,9 @@ def _read_examples(data: Any, key: str) -> tuple[Example, ...]:
     for i, table in enumerate(data):
         r = TableReader(table, f"{key}[{i}]")
         examples.append(Example(source=r.text("source"), name=r.text("name", required=False),
-                                path=r.text("path", required=False, default="example.py")))
+                                path=r.text("path", required=False, default="example.py"),
+                                first_party=r.texts("first_party", required=False, check=IDENTIFIER,
+                                                    what="module name")))
         r.finish()
     return tuple(examples)
 

@@ -57,6 +57,15 @@ class TableReader:
             raise PatternError(self.key(name), "expected a non-empty string")
         return value
 
+    def flag(self, name: str, default: bool = False) -> bool:
+        """An optional true/false key."""
+        value = self.raw(name, False)
+        if value is None:
+            return default
+        if not isinstance(value, bool):
+            raise PatternError(self.key(name), "expected true or false")
+        return value
+
     def choice(self, name: str, choices: tuple[str, ...], default: str | None = None) -> str:
         value = self.raw(name, default is None)
         if value is None:
