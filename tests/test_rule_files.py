@@ -96,6 +96,8 @@ def match_as(pattern: str):
      "match.tested", "expected true or false"),
     (match_as('kind = "string"\ntested = true\nvalues = ["two\\nlines"]'),
      "match.values", "not a valid one-line text"),
+    (match_as('kind = "string"\nvalues = ["CUDA"]\nalongside = ["out of memory"]'),
+     "match.alongside", "only with `tested = true`"),
     (match_as('kind = "name"\nnames = ["demo.thing"]\nfirst_party = 1'),
      "match.first_party", "expected true or false"),
     (lambda t: t.replace('[[good]]\nsource = "x = 1"', '[[good]]\nsource = "x = 1"\nfirst_party = ["a.b"]'),

@@ -27,7 +27,7 @@ P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
 SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings",
-                   "string-siblings", "dict-items", "item-loads"})
+                   "string-siblings", "dict-items", "item-loads", "conjunctions"})
 
 
 class PythonSurface(Protocol):
@@ -89,6 +89,11 @@ class PythonSurface(Protocol):
     def string_siblings(self) -> Mapping[int, frozenset[str]]:
         """id(string) -> the string values of the list/tuple/set literal holding it (with the
         ``string-siblings`` site)."""
+
+    @property
+    def conjunctions(self) -> Sequence[tuple[cst.BaseExpression, ...]]:
+        """The operands of each outermost ``a and b and c`` chain (with the ``conjunctions``
+        site)."""
 
     def hit(self, rule: Any, site: object, node: cst.BaseExpression, subject: object = None,
             **variables: str) -> None:

@@ -27,19 +27,24 @@ class StringPattern:
     list or tuple literal holding it also holds one of ``unless``. With ``tested``, only
     where the text is looked for in another text (``"CUDA out of memory" in str(err)``,
     ``msg.startswith(...)``, ``re.search(...)``, ``==``): then a value may be any one-line
-    text, spaces included, and a message that merely contains it is not a match. With
+    text, spaces included, and a message that merely contains it is not a match; with
+    ``alongside`` as well, only where the same ``and`` chain also looks for one of those
+    texts (``"CUDA" in msg and "out of memory" in msg``). With
     ``regex`` instead of ``values``: a string literal or f-string (placeholders read as
     ``\\0``) in which the regex finds a match (a CUDA wheel index URL inside a pip command)."""
 
     kind: ClassVar[str] = "string"
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"strings", "string-siblings", "compares", "calls"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"strings", "string-siblings", "compares", "calls",
+                                                        "conjunctions"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
     values: tuple[str, ...]
     unless: tuple[str, ...] = ()
     regex: Regex | None = None  #: searched in the text of each string literal
     tested: bool = False
+    #: with ``tested``: only where the same ``and`` chain also looks for one of these texts
+    alongside: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> StringPattern:
@@ -53,12 +58,18 @@ class StringPattern:
             raise PatternError(r.key("tested"), "`tested` goes with `values`, not `regex`")
         if regex is not None and not regex_fragments(regex):
             raise PatternError(r.key("regex"), "must start with literal text (the prefilter's token)")
-        return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=tested)
+        alongside = r.texts("alongside", required=False, check=ONE_LINE, what="one-line text")
+        if alongside and not tested:
+            raise PatternError(r.key("alongside"), "only with `tested = true`")
+        return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=tested,
+                   alongside=alongside)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         if self.regex is not None:  # the leading text, and every literal run the regex needs
             required = set(required_literals(self.regex))
             return tuple(frozenset({f, *required}) for f in regex_fragments(self.regex))
+        if self.alongside:
+            return tuple(frozenset({v, a}) for v in self.values for a in self.alongside)
         return tuple(frozenset({v}) for v in self.values)
 
     def describe(self) -> str:
@@ -67,8 +78,10 @@ class StringPattern:
             return (f"String literals and f-strings outside docstrings in which `{self.regex.pattern}` "
                     "finds a match.")
         if self.tested:
+            alongside = (f", in an `and` chain that also looks for {code_list(map(repr, self.alongside))}"
+                         if self.alongside else "")
             return (f"String literals {code_list(map(repr, self.values))} looked for in another text "
-                    "(`in`, `==`, `startswith`, `find`, `re.search`, ...).")
+                    f"(`in`, `==`, `startswith`, `find`, `re.search`, ...){alongside}.")
         return f"String literals {code_list(map(repr, self.values))} outside docstrings."
 
     def found(self, text: str) -> str | None:
@@ -89,13 +102,15 @@ class StringPattern:
         by_value = rules_by(rules, lambda p: p.values)
         searched = [(rule, p) for rule, p in rules if p.regex is not None]
         tested = _tested_texts(surface) if any(p.tested for _, p in rules) else frozenset()
+        paired = _paired_texts(surface, tested) if any(p.alongside for _, p in rules) else {}
         for node in surface.strings:
             if id(node) in surface.lookup_keys:
                 continue  # a key looked up in a mapping names, it does not request
             text = surface.text(node)
             siblings = surface.string_siblings.get(id(node), frozenset())
             for rule, p in by_value.get(text or "", ()):
-                if p.accepts_siblings(siblings) and (not p.tested or id(node) in tested):
+                if (p.accepts_siblings(siblings) and (not p.tested or id(node) in tested)
+                        and (not p.alongside or not paired.get(id(node), frozenset()).isdisjoint(p.alongside))):
                     surface.hit(rule, id(node), node, value=text or "")
             for rule, p in searched if text else ():
                 value = p.found(text or "")
@@ -107,6 +122,30 @@ class StringPattern:
 _SEARCHES = frozenset({"startswith", "endswith", "find", "rfind", "index", "rindex", "count",
                        "search", "match", "fullmatch", "findall", "finditer"})
 _TESTS = frozenset({"in", "not in", "==", "!="})
+
+
+def _paired_texts(surface: PythonSurface, tested: frozenset[int]) -> dict[int, frozenset[str]]:
+    """id(string looked for) -> the other texts its ``and`` chain looks for."""
+    paired: dict[int, frozenset[str]] = {}
+    for operands in surface.conjunctions:
+        looked_for = [node for operand in operands for node in _looked_for(operand) if id(node) in tested]
+        texts = {id(node): surface.text(node) for node in looked_for}
+        for node in looked_for:
+            others = frozenset(t for i, t in texts.items() if t is not None and i != id(node))
+            paired[id(node)] = paired.get(id(node), frozenset()) | others
+    return paired
+
+
+def _looked_for(operand: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The texts one operand of an ``and`` chain looks for: ``"x" in s``, ``s.startswith("x")``,
+    ``not ...`` of those."""
+    while isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Not):
+        operand = operand.expression
+    if isinstance(operand, cst.Comparison):
+        return [operand.left, *(target.comparator for target in operand.comparisons)]
+    if isinstance(operand, cst.Call) and operand.args:
+        return [operand.args[0].value]
+    return []
 
 
 def _tested_texts(surface: PythonSurface) -> frozenset[int]:

@@ -332,6 +332,8 @@ class _Collector(Walker):
         self.lookup_keys: set[int] = set()
         #: id(string literal) -> the string values of the list/tuple/set literal holding it
         self.string_siblings: dict[int, frozenset[str]] = {}
+        #: the operands of each outermost ``a and b and c`` chain
+        self.conjunctions: list[tuple[cst.BaseExpression, ...]] = []
         self.regions: list[Region] = []
         self.fallback_tries: list[FallbackTry] = []
         #: (name, scope, literal) of ``NAME = (a, b)`` / ``[...]`` / ``{...}`` assignments, and
@@ -846,6 +848,8 @@ class _Collector(Walker):
         if id(node) not in self._flattened:
             operands = boolean_operands(node)
             self._flattened.update(id(n) for n in _nested_boolean_operations(node))
+            if "conjunctions" in self.index.sites and isinstance(node.operator, cst.And):
+                self.conjunctions.append(tuple(_conjuncts(node)))
             if any(is_vendor_check(operand) for operand in operands):
                 # `torch.version.cuda is not None and cap >= (9, 0)`: the whole chain
                 # is vendor-aware, the check itself included
@@ -931,6 +935,7 @@ class _Resolver:
         self.item_stores, self.strings = collector.item_assigns, collector.strings
         self.item_loads = collector.item_loads
         self.lookup_keys, self.string_siblings = collector.lookup_keys, collector.string_siblings
+        self.conjunctions = collector.conjunctions
         self.wheel_tags = collector.wheel_tags
         #: id(node reported) -> the local whose check (``if v is not None:``) drops the report
         self.unless_checked: dict[int, str] = {}
@@ -1737,6 +1742,15 @@ def _ends_in_jump(block: cst.BaseSuite) -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1] if last.body else None
     return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
+def _conjuncts(node: cst.BooleanOperation) -> list[cst.BaseExpression]:
+    """``a and (b and c) and (c or d)`` flattened to ``[a, b, c, c or d]``."""
+    if not isinstance(node.operator, cst.And):
+        return [node]
+    left = _conjuncts(node.left) if isinstance(node.left, cst.BooleanOperation) else [node.left]
+    right = _conjuncts(node.right) if isinstance(node.right, cst.BooleanOperation) else [node.right]
+    return left + right
 
 
 def _nested_boolean_operations(node: cst.BooleanOperation) -> list[cst.BooleanOperation]:
