@@ -180,3 +180,19 @@ def test_the_key_covers_portscans_own_code(tmp_path: Path) -> None:
     (package / "match" / "hipify-names.txt").write_text("cudaFree\n")
     assert tree_digest(package) != before
     assert code_digest() in Cache(tmp_path / "c", "salt").salt
+
+
+def test_the_key_covers_the_files_package() -> None:
+    """Relative imports resolve by the file's package, so a file moved under (or out of)
+    a package with the same text and the same top-level modules is a different entry;
+    the package survives the trip to a worker process."""
+    import pickle
+
+    from portscan.cache import entry_key
+    from portscan.model import OwnModules
+
+    plain = entry_key("s", "python", "a/b.py", OwnModules({"a"}), "x = 1\n")
+    packaged = entry_key("s", "python", "a/b.py", OwnModules({"a"}, "a"), "x = 1\n")
+    assert plain != packaged
+    assert plain == entry_key("s", "python", "a/b.py", frozenset({"a"}), "x = 1\n")
+    assert pickle.loads(pickle.dumps(OwnModules({"a"}, "a.b"))).package == "a.b"

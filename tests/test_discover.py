@@ -146,3 +146,32 @@ def test_a_setup_py_that_does_not_parse_builds_nothing(tmp_path: Path) -> None:
 
     (tmp_path / "setup.py").write_text("print 'python 2'\nCUDAExtension('x_cuda', [])\n")
     assert built_extensions(tmp_path) == frozenset()
+
+
+def test_a_files_package_is_named_by_the_init_files_above_it(tmp_path: Path) -> None:
+    from portscan.discover import FirstParty, package_name
+
+    touch(tmp_path, "xformers/__init__.py", "xformers/ops/__init__.py", "xformers/ops/fmha/__init__.py",
+          "scripts/run.py", "xformers/ops/fmha/bad-name/__init__.py")
+    assert package_name(tmp_path / "xformers" / "ops" / "fmha") == "xformers.ops.fmha"
+    assert package_name(tmp_path / "scripts") == ""
+    assert package_name(tmp_path / "xformers" / "ops" / "fmha" / "bad-name") == ""
+    own = FirstParty(tmp_path)(tmp_path / "xformers" / "ops")
+    assert own == {"xformers"} and own.package == "xformers.ops"
+
+
+def test_relative_imports_in_a_librarys_own_package_reach_its_rules(tmp_path: Path, rules) -> None:
+    """PS705 (xFormers' CUDA-only ops) holds in xFormers' own tree, where ``from . import
+    cutlass`` is ``xformers.ops.fmha.cutlass``; the same code in a script directory, where the
+    package is unknown, stays the project's own."""
+    from portscan.scan import scan_paths
+
+    touch(tmp_path, "xformers/__init__.py", "xformers/ops/__init__.py", "xformers/ops/fmha/__init__.py",
+          "xformers/ops/fmha/cutlass.py")
+    table = "from . import cutlass\n\nOPS = [\n    cutlass.FwOp,\n]\n"
+    (tmp_path / "xformers" / "ops" / "fmha" / "dispatch.py").write_text(table)
+    (tmp_path / "tools").mkdir()
+    (tmp_path / "tools" / "dispatch.py").write_text(table)
+    result = scan_paths([tmp_path], rules)
+    assert [(f.path, f.rule, f.span.line) for f in result.findings] == [
+        ("xformers/ops/fmha/dispatch.py", "PS705", 4)]

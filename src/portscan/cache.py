@@ -35,7 +35,7 @@ from typing import Any
 
 from portscan import __version__
 from portscan.data import dump, load
-from portscan.model import FileError, Finding
+from portscan.model import FileError, Finding, package_of
 
 ENVIRONMENT = "PORTSCAN_CACHE_DIR"  #: the cache folder to use instead of the user cache directory
 DATABASE = "results-v2.sqlite"
@@ -78,7 +78,7 @@ def inside(folder: Path, paths: Sequence[Path]) -> Path | None:
 
 def entry_key(salt: str, kind: str, path: str, first_party: Iterable[str], text: str) -> str:
     digest = hashlib.sha256()
-    for part in (salt, kind, path, ",".join(sorted(first_party))):
+    for part in (salt, kind, path, ",".join(sorted(first_party)), package_of(first_party)):
         digest.update(part.encode("utf-8", "surrogatepass"))
         digest.update(b"\0")
     digest.update(text.encode("utf-8", "surrogatepass"))

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 import pathspec
 
 from portscan.filekinds import file_kind
-from portscan.model import FileError
+from portscan.model import FileError, OwnModules
 from portscan.parse import SourceError, decode_python, read_bytes
 
 #: Directory names never worth scanning: VCS data, caches, build output, environments.
@@ -241,6 +241,18 @@ def first_party_modules(root: Path) -> frozenset[str]:
     return script_siblings(root) | modules_in(root / "src") | built_extensions(root)
 
 
+def package_name(directory: Path) -> str:
+    """The dotted package ``directory`` is (``xformers.ops.fmha``): its name and those of
+    the directories above it, as long as each holds an ``__init__.py``; "" when it holds
+    none (a script directory, where relative imports do not work)."""
+    names: list[str] = []
+    directory = directory.absolute()
+    while (directory / "__init__.py").is_file() and directory.name.isidentifier():
+        names.append(directory.name)
+        directory = directory.parent
+    return ".".join(reversed(names))
+
+
 class FirstParty:
     """First-party module names for the files of one project, per directory: the
     project's own (:func:`first_party_modules`) plus the directory's siblings
@@ -249,11 +261,12 @@ class FirstParty:
     def __init__(self, root: Path) -> None:
         self.root = root
         self._project: frozenset[str] | None = None
-        self._by_directory: dict[Path, frozenset[str]] = {}
+        self._by_directory: dict[Path, OwnModules] = {}
 
-    def __call__(self, directory: Path) -> frozenset[str]:
+    def __call__(self, directory: Path) -> OwnModules:
         if directory not in self._by_directory:
             if self._project is None:
                 self._project = first_party_modules(self.root)
-            self._by_directory[directory] = self._project | script_siblings(directory)
+            self._by_directory[directory] = OwnModules(self._project | script_siblings(directory),
+                                                       package_name(directory))
         return self._by_directory[directory]

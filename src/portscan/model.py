@@ -6,8 +6,35 @@ sorted, hashed and sent across process boundaries.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+
+
+class OwnModules(frozenset[str]):
+    """The project's own top-level modules as one Python file sees them, with the dotted
+    package the file is in (``package``; empty outside a package): what its absolute and
+    its relative imports name of the project itself. A plain frozenset of names
+    elsewhere, so it passes through every layer unchanged."""
+
+    __slots__ = ("package",)
+    package: str
+
+    def __new__(cls, names: Iterable[str] = (), package: str = "") -> OwnModules:
+        made = super().__new__(cls, names)
+        made.package = package
+        return made
+
+    def __reduce__(self) -> tuple[type[OwnModules], tuple[tuple[str, ...], str]]:
+        return OwnModules, (tuple(self), self.package)
+
+    def __repr__(self) -> str:
+        return f"OwnModules({sorted(self)!r}, package={self.package!r})"
+
+
+def package_of(own: Iterable[str]) -> str:
+    """The dotted package a file's own modules were listed for ("" when unknown)."""
+    return own.package if isinstance(own, OwnModules) else ""
 
 
 class Severity(str, Enum):

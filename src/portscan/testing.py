@@ -23,6 +23,7 @@ from pathlib import PurePosixPath
 from portscan.filekinds import file_kind
 from portscan.ruleset.fixspec import FixExample, Tier
 from portscan.match.hipify import load_hipify_names
+from portscan.model import OwnModules
 from portscan.parse import SourceError, split_lines
 from portscan.ruleset.schema import Example, Rule
 from portscan.ruleset.loader import RuleSet
@@ -70,6 +71,15 @@ def strip_markers(source: str) -> str:
     return "".join(line for line in source.splitlines(keepends=True) if not _MARKER.match(line))
 
 
+def example_project(example: Example) -> OwnModules:
+    """What an example sees of its project: with ``first_party`` given, those modules, and
+    the directories of its ``path`` are packages (``from . import x`` in
+    ``pkg/ops/a.py`` is ``pkg.ops.x``)."""
+    if not example.first_party:
+        return OwnModules()
+    return OwnModules(example.first_party, ".".join(PurePosixPath(example.path).parent.parts))
+
+
 def check_example(case: ExampleCase) -> list[str]:
     """Problems with one example; an empty list means it behaves as documented."""
     example = case.example
@@ -83,7 +93,7 @@ def check_example(case: ExampleCase) -> list[str]:
         return ["a bad example needs at least one `# expect` marker"]
     hipify = load_hipify_names() if case.rule.pattern.kind == "cuda-api" else None
     try:
-        findings = scan_source(example.source, example.path, RuleSet([case.rule]), frozenset(example.first_party),
+        findings = scan_source(example.source, example.path, RuleSet([case.rule]), example_project(example),
                                hipify=hipify)
     except SourceError as exc:
         return [f"example does not parse: {exc.message}"]

@@ -8,7 +8,7 @@ from typing import Any, ClassVar, TYPE_CHECKING
 
 from portscan.kinds.python_surface import PythonSurface, rules_by
 from portscan.kinds.common import PYTHON, code_list, name_matches
-from portscan.ruleset.prefilter import Token, qualified_sets
+from portscan.ruleset.prefilter import Token, qualified_sets, relative_import_anchor
 from portscan.ruleset.table import TableReader
 from portscan.parse import lazy_libcst
 
@@ -63,7 +63,12 @@ class NamePattern:
                    follow=r.flag("follow"), first_party=r.flag("first_party"))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return qualified_sets(self.names)
+        if not self.first_party:
+            return qualified_sets(self.names)
+        # inside the library's own package the name may come through a relative import only
+        parts = [name.removesuffix(".*").split(".") for name in self.names]
+        return qualified_sets(self.names) + tuple(
+            frozenset({p[-1], relative_import_anchor(p[-2:])}) for p in parts if len(p) > 1)
 
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""

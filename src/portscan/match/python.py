@@ -52,6 +52,7 @@ from portscan.match.guards import (
     vendor_flag_values,
 )
 from portscan.match.locate import locate
+from portscan.model import package_of
 from portscan.parse import LineIndex
 from portscan.match.syntax import (
     Walker,
@@ -311,6 +312,7 @@ class _Collector(Walker):
         super().__init__()
         self.index = index
         self.first_party = first_party
+        self.package = package_of(first_party)  #: for relative imports
         #: also collect what extension declarations need (every call)
         self.extensions = extensions
         self.wants_calls = "calls" in index.sites or extensions
@@ -651,7 +653,11 @@ class _Collector(Walker):
     def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
         relative = bool(node.relative)
         module = "" if node.module is None else cst.helpers.get_full_name_for_node(node.module) or ""
-        own = not relative and module != "__future__" and self._is_first_party(module)
+        if relative:  # the project's own, named absolutely where the file's package is known
+            module = absolute_module(self.package, len(node.relative), module) or ""
+            own = bool(module)
+        else:
+            own = module != "__future__" and self._is_first_party(module)
         local = relative or module == "__future__" or own
         if isinstance(node.names, cst.ImportStar):
             self.star_imports += 1
@@ -1742,6 +1748,16 @@ def _ends_in_jump(block: cst.BaseSuite) -> bool:
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1] if last.body else None
     return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
+
+
+def absolute_module(package: str, level: int, module: str) -> str | None:
+    """What ``from <level dots><module> import ...`` names inside ``package``
+    (``xformers.ops.fmha``, 1, "" -> ``xformers.ops.fmha``); None when the package is
+    unknown or the dots climb above it."""
+    parts = package.split(".") if package else []
+    if level > len(parts):
+        return None
+    return ".".join([*parts[: len(parts) - level + 1], *([module] if module else [])])
 
 
 def _conjuncts(node: cst.BooleanOperation) -> list[cst.BaseExpression]:

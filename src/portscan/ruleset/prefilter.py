@@ -88,6 +88,15 @@ def import_anchor(module: str) -> Anchor:
     return Anchor(re.compile(rf"\bfrom\s+{root}\b|\bimport\s+(?:[\w.]+(?:\s+as\s+\w+)?\s*,\s*)*{root}\b"))
 
 
+def relative_import_anchor(modules: Sequence[str]) -> Anchor:
+    """A relative import of one of ``modules`` (``from .cutlass import FwOp``,
+    ``from . import ck, cutlass``), or of names listed on the lines below
+    (``from . import (``)."""
+    names = "|".join(re.escape(m) for m in modules)
+    return Anchor(re.compile(rf"\bfrom\s+\.+(?:\w+\.)*(?:{names})\b"
+                             rf"|\bfrom\s+\.+[\w.]*\s+import\s*(?:\(\s*$|[^\n]*\b(?:{names})\b)", re.M))
+
+
 Token = str | Fragment | Anchor  #: a whole word ("tensorrt", "nvidia-smi"), a fragment or an anchor
 
 
