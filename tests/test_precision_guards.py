@@ -157,3 +157,27 @@ def test_a_capability_cached_in_a_global_is_followed_and_its_none_check_is_not_a
             return meta_sm9x(head_dim)
         """
     assert [(line, rule, s) for line, rule, s, _ in found(rules, source)] == [(13, "PS502", "error")]
+
+
+def test_a_try_around_a_text_test_copes_with_nothing(rules) -> None:
+    """``"CUDA out of memory" not in str(e)`` is false on ROCm whatever handler surrounds
+    it (nothing raises), so no ``fallback`` guard lowers it; a call that raises on ROCm in
+    the same ``try`` is still lowered."""
+    source = """
+        import torch
+
+        def measure(bench, results):
+            try:
+                results.append(torch.version.cuda.split("."))
+                try:
+                    results.append(bench.run())
+                except RuntimeError as e:
+                    if "CUDA out of memory" not in str(e):
+                        raise
+                    results.append(None)
+            except RuntimeError:
+                results.append("failed")
+        """
+    got = {rule: (s, g) for _, rule, s, g in found(rules, source)}
+    assert got["PS323"] == ("warning", None)
+    assert got["PS401"][1] == "fallback"

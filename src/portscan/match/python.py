@@ -1958,6 +1958,12 @@ def _tunes(rule: Rule) -> bool:
     return getattr(rule.pattern, "tuning", False)
 
 
+def _silent(rule: Rule) -> bool:
+    """Does what the rule finds go wrong without raising (a text test that is false on
+    ROCm), so that a ``try`` around it copes with nothing (no guard ``fallback``)?"""
+    return getattr(rule.pattern, "silent", False)
+
+
 def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> list[Match]:
     resolver.run()
     hits = _drop_superseded(resolver.hits)
@@ -1988,6 +1994,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
 
     def guard_at(start: int, end: int, rule: Rule | None = None) -> str | None:
         guards = {guard for (g_start, g_end), guard in guarded if g_start <= start and end <= g_end}
+        if rule is not None and _silent(rule):
+            guards.discard(FALLBACK)
         if rule is not None and rule.raises and any(s <= start and end <= e and handles(caught, rule.raises)
                                                     for (s, e), caught in catching):
             guards.add(HANDLED)  # `try: torch.version.cuda.split(".") except AttributeError: ...`
