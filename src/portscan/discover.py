@@ -184,7 +184,7 @@ def modules_in(directory: Path) -> frozenset[str]:
     for entry in entries:
         if entry.name.endswith(".py") and entry.is_file():
             names.add(entry.name[:-3])
-        elif entry.is_dir() and (Path(entry.path) / "__init__.py").is_file():
+        elif entry.is_dir() and _holds_init(Path(entry.path)):
             names.add(entry.name)
     return frozenset(n for n in names if n.isidentifier())
 
@@ -196,7 +196,7 @@ def script_siblings(directory: Path) -> frozenset[str]:
     package an absolute import is never the sibling (``import tensorrt`` in
     ``mypkg/engine.py`` is the library even beside ``mypkg/tensorrt.py``; the
     sibling is ``from . import tensorrt``, which is first-party anyway)."""
-    return frozenset() if (directory / "__init__.py").is_file() else modules_in(directory)
+    return frozenset() if _holds_init(directory) else modules_in(directory)
 
 
 #: A ``setup.py`` larger than this is not read for extension names.
@@ -247,10 +247,17 @@ def package_name(directory: Path) -> str:
     none (a script directory, where relative imports do not work)."""
     names: list[str] = []
     directory = directory.absolute()
-    while (directory / "__init__.py").is_file() and directory.name.isidentifier():
+    while _holds_init(directory) and directory.name.isidentifier():
         names.append(directory.name)
         directory = directory.parent
     return ".".join(reversed(names))
+
+
+def _holds_init(directory: Path) -> bool:
+    try:
+        return (directory / "__init__.py").is_file()
+    except OSError:  # a directory above the project that may not be searched
+        return False
 
 
 class FirstParty:
