@@ -442,6 +442,20 @@ def test_prefilter_needs_an_import_of_the_package_a_name_is_in() -> None:
     assert rules.candidates("from torch import version\nprint(version.cuda)\n")
 
 
+def test_import_lines_read_a_parenthesised_import_whole() -> None:
+    """Anchors search import lines; the names of ``from m import (`` ... ``)`` are on
+    the lines below, and a relative import of a library's own module is seen there."""
+    from portscan.ruleset.prefilter import import_lines, relative_import_anchor
+
+    text = "from . import (\n    attn_bias,\n    cutlass,\n)\nOPS = [cutlass.FwOp]\n"
+    assert "cutlass" in import_lines(text)
+    anchor = relative_import_anchor(["fmha", "cutlass"])
+    assert anchor.occurs(import_lines(text))
+    assert anchor.occurs(import_lines("from .cutlass import FwOp\n"))
+    assert not anchor.occurs(import_lines("from .cutlass.scheduling import CUTLASSScheduling\n"))
+    assert not anchor.occurs(import_lines("from .common import (\n    Op,\n)\n# cutlass\n"))
+
+
 def test_prefilter_returns_candidates_in_rule_order() -> None:
     """The matcher gets the candidates in the rule set's order, whatever word picked them."""
     first = call_rule(keyword="backend", equals=["tensorrt"])

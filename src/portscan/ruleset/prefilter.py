@@ -57,7 +57,8 @@ _CONTINUATION = re.compile(r"\\\r?\n")
 
 def import_lines(text: str) -> str:
     """Every line that may hold an import statement (``x = 1; import y`` too), with the
-    lines a trailing backslash continues it onto (as one line), joined: what anchors
+    lines a trailing backslash or an open parenthesis (``from m import (``) continues it
+    onto (as one line), joined: what anchors
     search. Found from the occurrences of ``import`` (every import statement spells
     it), which is far cheaper than testing every line."""
     lines: list[str] = []
@@ -69,11 +70,18 @@ def import_lines(text: str) -> str:
             end = _line_end(text, at)
             while end < len(text) and text[max(start, end - 2):end].rstrip("\r").endswith("\\"):
                 end = _line_end(text, end + 1)
-            line = _CONTINUATION.sub(" ", text[start:end])
+            if "(" in text[at:end] and ")" not in text[at:end]:  # `from m import (` a, b `)`
+                close = text.find(")", end)
+                end = _line_end(text, close) if 0 <= close - end <= _PARENTHESISED_MAX else end
+            line = _CONTINUATION.sub(" ", text[start:end]).replace("\n", " ")
             if _IMPORT_WORD.search(line):
                 lines.append(line)
         at = find("import", max(at + 6, end))
     return "\n".join(lines)
+
+
+#: the names of a parenthesised import are read up to this many characters on
+_PARENTHESISED_MAX = 4000
 
 
 def _line_end(text: str, at: int) -> int:
@@ -89,12 +97,12 @@ def import_anchor(module: str) -> Anchor:
 
 
 def relative_import_anchor(modules: Sequence[str]) -> Anchor:
-    """A relative import of one of ``modules`` (``from .cutlass import FwOp``,
-    ``from . import ck, cutlass``), or of names listed on the lines below
-    (``from . import (``)."""
+    """A relative import of one of ``modules`` (``from . import ck, cutlass``, also in
+    parentheses over several lines), or of a name from one (``from .cutlass import
+    FwOp``, not ``from .cutlass.utils import``)."""
     names = "|".join(re.escape(m) for m in modules)
-    return Anchor(re.compile(rf"\bfrom\s+\.+(?:\w+\.)*(?:{names})\b"
-                             rf"|\bfrom\s+\.+[\w.]*\s+import\s*(?:\(\s*$|[^\n]*\b(?:{names})\b)", re.M))
+    return Anchor(re.compile(rf"\bfrom\s+\.+(?:\w+\.)*(?:{names})\s+import\b"
+                             rf"|\bfrom\s+\.+[\w.]*\s+import\b[^\n]*\b(?:{names})\b"))
 
 
 Token = str | Fragment | Anchor  #: a whole word ("tensorrt", "nvidia-smi"), a fragment or an anchor
