@@ -38,8 +38,10 @@ class RocmWheels:
 
     def none_meets(self, specifier: str) -> bool:
         """True when no listed ROCm release meets ``specifier`` and the specifier names no
-        version past ``checked`` (those the list cannot speak for). CUDA local labels are
-        dropped first: ``==2.1.0+cu121`` asks for 2.1.0, which the local-version rule reports."""
+        version past ``checked`` or before a release (``==2.7.0.dev20250201``: nightlies
+        come for both vendors from the nightly indexes): the list speaks for releases only.
+        CUDA local labels are dropped first: ``==2.1.0+cu121`` asks for 2.1.0, which the
+        local-version rule reports."""
         try:
             spec = SpecifierSet(",".join(_public(s) for s in specifier.split(",") if s.strip()))
         except InvalidSpecifier:
@@ -47,7 +49,8 @@ class RocmWheels:
         if not len(spec):
             return False
         try:
-            if any(Version(s.version.rstrip(".*")) > self.checked for s in spec):
+            named = [Version(s.version.rstrip(".*")) for s in spec]
+            if any(v > self.checked or v.is_prerelease for v in named):
                 return False
         except InvalidVersion:
             return False
