@@ -98,6 +98,8 @@ def match_as(pattern: str):
      "match.values", "not a valid one-line text"),
     (match_as('kind = "string"\nvalues = ["CUDA"]\nalongside = ["out of memory"]'),
      "match.alongside", "only with `tested = true`"),
+    (match_as('kind = "name"\nnames = ["demo.thing"]\nunless_listed_with = ["demo..other"]'),
+     "match.unless_listed_with", "not a dotted name"),
     (match_as('kind = "name"\nnames = ["demo.thing"]\nfirst_party = 1'),
      "match.first_party", "expected true or false"),
     (lambda t: t.replace('[[good]]\nsource = "x = 1"', '[[good]]\nsource = "x = 1"\nfirst_party = ["a.b"]'),

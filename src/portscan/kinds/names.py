@@ -41,7 +41,7 @@ class NamePattern:
     kind: ClassVar[str] = "name"
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"chains"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"chains", "collection-members"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "via"})
     names: tuple[str, ...]
     #: ``truth``: only its truth value is used (``if x``, ``x is None``, ``x == "12.1"``);
@@ -56,11 +56,15 @@ class NamePattern:
     #: the names are a library's own components: they match in the library's own tree too
     #: (its package, tests and benchmarks, or a vendored copy), where the package is first-party
     first_party: bool = False
+    #: not an element of a list/tuple/set literal that also holds one of these names
+    #: (``[SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]``: the others are used instead)
+    unless_listed_with: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> NamePattern:
         return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"),
-                   follow=r.flag("follow"), first_party=r.flag("first_party"))
+                   follow=r.flag("follow"), first_party=r.flag("first_party"),
+                   unless_listed_with=r.dotted("unless_listed_with", required=False, wildcard=True))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         if not self.first_party:
@@ -75,10 +79,12 @@ class NamePattern:
         usage = USAGE_TEXT[self.usage]
         follow = (", also through the locals it is assigned to within the module (`v = name`, "
                   "`os.environ.get(\"X\", name)`, a dict entry, a parameter default)") if self.follow else ""
+        listed = (f" Not as an element of a list, tuple or set literal that also holds "
+                  f"{code_list(self.unless_listed_with)}.") if self.unless_listed_with else ""
         own = (" They also match in the library's own source tree (where its package is the project's "
                "own).") if self.first_party else ""
         return (f"Uses of {code_list(self.names)}, resolved through import aliases{follow}"
-                + (f", {usage}." if usage else ".") + own)
+                + (f", {usage}." if usage else ".") + listed + own)
 
     def accepts_usage(self, usage: str) -> bool:
         """``usage`` is how a use treats the value: ``truth``, ``operand``, ``tag`` or ``other``."""
@@ -121,6 +127,8 @@ class NamePattern:
                             followed.setdefault(id(node), (node, qualified, []))[2].append((rule, p))
                         if rule.code in done or not p.accepts_usage(usage):
                             continue
+                        if p.unless_listed_with and _listed_with(surface, node, chain.scope, p):
+                            continue
                         done.add(rule.code)
                         surface.hit(rule, id(node), node, name=qualified, via="")
         for node, qualified, carried in followed.values():
@@ -128,6 +136,18 @@ class NamePattern:
         derived = [(rule, p) for rule, p in rules if p.follow and p.usage == "tag"]
         if derived:
             _derived_tags(surface, derived, {name for _, p in derived for name in p.names})
+
+
+def _listed_with(surface: PythonSurface, node: cst.BaseExpression, scope: Any, p: NamePattern) -> bool:
+    """Is ``node`` an element of a literal collection beside a use of one of
+    ``p.unless_listed_with`` that the pattern itself does not name?"""
+    for sibling in surface.collection_members.get(id(node), ()):
+        parts = _dotted(sibling) if sibling is not node else None
+        for qualified in scope.qualified(parts) if parts else ():
+            if (any(name_matches(qualified, n) for n in p.unless_listed_with)
+                    and not any(name_matches(qualified, n) for n in p.names)):
+                return True
+    return False
 
 
 def _derived_tags(surface: PythonSurface, rules: list[tuple[Any, NamePattern]], names: set[str]) -> None:

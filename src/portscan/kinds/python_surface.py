@@ -27,7 +27,7 @@ P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
 SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings",
-                   "string-siblings", "dict-items", "item-loads", "conjunctions"})
+                   "string-siblings", "dict-items", "item-loads", "conjunctions", "collection-members"})
 
 
 class PythonSurface(Protocol):
@@ -89,6 +89,11 @@ class PythonSurface(Protocol):
     def string_siblings(self) -> Mapping[int, frozenset[str]]:
         """id(string) -> the string values of the list/tuple/set literal holding it (with the
         ``string-siblings`` site)."""
+
+    @property
+    def collection_members(self) -> Mapping[int, tuple[cst.BaseExpression, ...]]:
+        """id(element of a list/tuple/set literal) -> the literal's elements (with the
+        ``collection-members`` site)."""
 
     @property
     def conjunctions(self) -> Sequence[tuple[cst.BaseExpression, ...]]:

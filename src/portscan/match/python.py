@@ -336,6 +336,8 @@ class _Collector(Walker):
         self.string_siblings: dict[int, frozenset[str]] = {}
         #: the operands of each outermost ``a and b and c`` chain
         self.conjunctions: list[tuple[cst.BaseExpression, ...]] = []
+        #: id(element of a list/tuple/set literal) -> the literal's elements
+        self.collection_members: dict[int, tuple[cst.BaseExpression, ...]] = {}
         self.regions: list[Region] = []
         self.fallback_tries: list[FallbackTry] = []
         #: (name, scope, literal) of ``NAME = (a, b)`` / ``[...]`` / ``{...}`` assignments, and
@@ -777,6 +779,9 @@ class _Collector(Walker):
             texts = frozenset(t for t in map(string_text, members) if t is not None)
             for member in members:  # nested literals add to what the outer one said
                 self.string_siblings[id(member)] = self.string_siblings.get(id(member), texts) | texts
+        if "collection-members" in self.index.sites:
+            elements = tuple(element.value for element in node.elements)
+            self.collection_members.update((id(element), elements) for element in elements)
         return True
 
     visit_List = visit_Tuple = visit_Set = _visit_collection
@@ -941,7 +946,7 @@ class _Resolver:
         self.item_stores, self.strings = collector.item_assigns, collector.strings
         self.item_loads = collector.item_loads
         self.lookup_keys, self.string_siblings = collector.lookup_keys, collector.string_siblings
-        self.conjunctions = collector.conjunctions
+        self.conjunctions, self.collection_members = collector.conjunctions, collector.collection_members
         self.wheel_tags = collector.wheel_tags
         #: id(node reported) -> the local whose check (``if v is not None:``) drops the report
         self.unless_checked: dict[int, str] = {}
