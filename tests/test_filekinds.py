@@ -57,6 +57,14 @@ def test_every_kind_on_the_cuda_surface_matches_kernel_sources() -> None:
             assert issubclass(pattern, KernelKind), pattern.kind
 
 
+def test_the_sites_some_patterns_ask_for_are_ones_the_walk_records(rules) -> None:
+    """``extra_sites`` (``alongside``, ``unless_listed_with``) name sites of the walk."""
+    from portscan.kinds.python_surface import SITES
+
+    extra = {site for rule in rules.rules for site in getattr(rule.pattern, "extra_sites", ())}
+    assert extra and extra <= SITES
+
+
 def test_every_kind_on_the_python_surface_resolves_its_own_sites() -> None:
     """A Python kind without ``resolve_python`` would silently match nothing; the sites
     it reads must be ones the walk records."""
@@ -66,6 +74,8 @@ def test_every_kind_on_the_python_surface_resolves_its_own_sites() -> None:
         if "python" in pattern.surfaces:
             assert callable(getattr(pattern, "resolve_python", None)), pattern.kind
             assert pattern.python_sites and pattern.python_sites <= SITES, pattern.kind
+            extra = getattr(pattern, "extra_sites", None)
+            assert extra is None or isinstance(extra, property), pattern.kind
         else:
             assert not hasattr(pattern, "resolve_python"), pattern.kind
 

@@ -41,7 +41,7 @@ class NamePattern:
     kind: ClassVar[str] = "name"
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"chains", "collection-members"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"chains"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name", "via"})
     names: tuple[str, ...]
     #: ``truth``: only its truth value is used (``if x``, ``x is None``, ``x == "12.1"``);
@@ -65,6 +65,11 @@ class NamePattern:
         return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"),
                    follow=r.flag("follow"), first_party=r.flag("first_party"),
                    unless_listed_with=r.dotted("unless_listed_with", required=False, wildcard=True))
+
+    @property
+    def extra_sites(self) -> frozenset[str]:
+        """The sites only some patterns of the kind read (see ``python_sites``)."""
+        return frozenset({"collection-members"}) if self.unless_listed_with else frozenset()
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         if not self.first_party:

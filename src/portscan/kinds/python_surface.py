@@ -2,7 +2,8 @@
 
 One walk of a module records its sites (imported names, dotted names, calls,
 comparisons, stores, strings) with the scope each is in, for the site kinds the file's
-match kinds name in ``python_sites``; the surface also resolves (what a dotted name
+match kinds name in ``python_sites`` (and its patterns in ``extra_sites``, where only
+some patterns of a kind read a site); the surface also resolves (what a dotted name
 stands for through the module's imports and scopes, a call's arguments, the values a
 local name was assigned, the strings a list can hold). A Python kind's
 ``resolve_python(rules, surface)`` reads the sites and reports each match with

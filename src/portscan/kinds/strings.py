@@ -36,8 +36,7 @@ class StringPattern:
     kind: ClassVar[str] = "string"
     surfaces: ClassVar[frozenset[str]] = PYTHON
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"strings", "string-siblings", "compares", "calls",
-                                                        "conjunctions"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"strings", "string-siblings", "compares", "calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "value"})
     values: tuple[str, ...]
     unless: tuple[str, ...] = ()
@@ -83,6 +82,11 @@ class StringPattern:
             return (f"String literals {code_list(map(repr, self.values))} looked for in another text "
                     f"(`in`, `==`, `startswith`, `find`, `re.search`, ...){alongside}.")
         return f"String literals {code_list(map(repr, self.values))} outside docstrings."
+
+    @property
+    def extra_sites(self) -> frozenset[str]:
+        """The sites only some patterns of the kind read (see ``python_sites``)."""
+        return frozenset({"conjunctions"}) if self.alongside else frozenset()
 
     @property
     def silent(self) -> bool:

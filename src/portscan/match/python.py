@@ -203,7 +203,8 @@ class _Index:
         self.kinds: list[tuple[Any, list[tuple[Rule, Any]]]] = [
             (kind, grouped[kind]) for kind in get_args(Pattern) if kind in grouped]
         #: the sites the kinds read (see portscan.kinds.python_surface.SITES)
-        self.sites: frozenset[str] = frozenset(site for kind, _ in self.kinds for site in kind.python_sites)
+        self.sites: frozenset[str] = frozenset(site for kind, _ in self.kinds for site in kind.python_sites) | {
+            site for _, pairs in self.kinds for _, p in pairs for site in getattr(p, "extra_sites", ())}
         #: bare names whose stores a kind asks for (``store_names``)
         self.store_names: frozenset[str] = frozenset(
             name for _, pairs in self.kinds for _, p in pairs for name in getattr(p, "store_names", tuple)())
