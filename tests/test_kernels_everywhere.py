@@ -199,3 +199,18 @@ def test_unmapped_cublaslt_calls_in_a_cpp_file_but_not_header_paths(rules) -> No
     found = [(f.rule, f.span.line, f.span.column)
              for f in scan_source(text, "csrc/gemm.cpp", rules, hipify=load_hipify_names()) if f.rule == "PS924"]
     assert found == [("PS924", 3, 3)]
+
+
+def test_a_source_glob_that_would_take_hipifys_copies_is_reported(tmp_path: Path, rules) -> None:
+    """kernel-lib's setup.py drops hipify's `*_hip.cpp`/`.hip` copies from its globbed
+    sources (`"hip" not in path`), so PS935 stays quiet there; the same build without
+    that filter is reported at both globs."""
+    import shutil
+
+    assert not [f for f in scan_paths([KERNEL_LIB], rules).findings if f.rule == "PS935"]
+    project = tmp_path / "kernel-lib"
+    shutil.copytree(KERNEL_LIB, project)
+    setup = project / "setup.py"
+    setup.write_text(setup.read_text().replace('[path for path in sources if "hip" not in path]', "sources"))
+    found = [(f.path, f.span.line) for f in scan_paths([project], rules).findings if f.rule == "PS935"]
+    assert found == [("setup.py", 9), ("setup.py", 9)]

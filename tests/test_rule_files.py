@@ -100,6 +100,8 @@ def match_as(pattern: str):
      "match.alongside", "only with `tested = true`"),
     (match_as('kind = "name"\nnames = ["demo.thing"]\nunless_listed_with = ["demo..other"]'),
      "match.unless_listed_with", "not a dotted name"),
+    (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nposition = 0\nregex = "a"\npath_regex = "b"'),
+     "match.args[0]", "give exactly one of"),
     (match_as('kind = "name"\nnames = ["demo.thing"]\nfirst_party = 1'),
      "match.first_party", "expected true or false"),
     (lambda t: t.replace('[[good]]\nsource = "x = 1"', '[[good]]\nsource = "x = 1"\nfirst_party = ["a.b"]'),

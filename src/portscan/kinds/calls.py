@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TYPE_CHECKING
 
 from portscan.kinds.python_surface import PythonSurface
 from portscan.bounded import Regex
-from portscan.kinds.common import PYTHON, WORDISH, code_list, name_matches
+from portscan.kinds.common import ONE_LINE, PYTHON, WORDISH, code_list, name_matches
+from portscan.kinds.strings import tested_strings
 from portscan.kinds.sites import ArgumentSite
 from portscan.ruleset.prefilter import Token, qualified_sets, regex_fragments
 from portscan.ruleset.table import Literal, PatternError, TableReader, literal_in
+
+if TYPE_CHECKING:
+    import libcst as cst
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +28,8 @@ class ArgCondition:
     contains: tuple[Literal, ...] = ()
     present: bool | None = None
     regex: Regex | None = None  #: searched in a string-literal argument
+    #: searched in the last part of the path the argument builds (``os.path.join(d, "*.cu")``)
+    path_regex: Regex | None = None
 
     def needed_tokens(self) -> tuple[Token, ...]:
         """Tokens one of which a matching argument puts in the file (empty: unknown)."""
@@ -33,6 +39,8 @@ class ArgCondition:
             return words if len(words) == len(values) else ()
         if self.regex is not None:
             return regex_fragments(self.regex, quoted=True)
+        if self.path_regex is not None:
+            return regex_fragments(self.path_regex)
         return ()
 
     @classmethod
@@ -50,11 +58,12 @@ class ArgCondition:
         if present is not None and not isinstance(present, bool):
             raise PatternError(r.key("present"), "expected true or false")
         condition = cls(keyword, position, r.literals("equals"), r.literals("contains"), present,
-                        r.regex("regex"))
+                        r.regex("regex"), r.regex("path_regex"))
         given = sum((bool(condition.equals), bool(condition.contains), present is not None,
-                     condition.regex is not None))
+                     condition.regex is not None, condition.path_regex is not None))
         if given != 1:
-            raise PatternError(r.where, "give exactly one of `equals`, `contains`, `present`, `regex`")
+            raise PatternError(r.where, "give exactly one of `equals`, `contains`, `present`, `regex`, "
+                                        "`path_regex`")
         return condition
 
 
@@ -85,6 +94,8 @@ class CallPattern:
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "name"})
     callees: tuple[str, ...]
     args: tuple[ArgCondition, ...] = ()
+    #: no match in a module that looks for one of these texts in another (``'hip' not in path``)
+    unless_tested: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> CallPattern:
@@ -97,7 +108,13 @@ class CallPattern:
             sub = TableReader(table, f"{r.key('args')}[{i}]")
             args.append(ArgCondition.read(sub))
             sub.finish()
-        return cls(callees=callees, args=tuple(args))
+        return cls(callees=callees, args=tuple(args),
+                   unless_tested=r.texts("unless_tested", required=False, check=ONE_LINE, what="one-line text"))
+
+    @property
+    def extra_sites(self) -> frozenset[str]:
+        """The sites only some patterns of the kind read (see ``python_sites``)."""
+        return frozenset({"compares"}) if self.unless_tested else frozenset()
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         """The callee's segments, plus one of the values an argument must have
@@ -122,9 +139,14 @@ class CallPattern:
                 conditions.append(f"the argument at {where} lists {code_list(map(repr, c.contains))}")
             elif c.regex is not None:
                 conditions.append(f"the argument at {where} matches `{c.regex.pattern}`")
+            elif c.path_regex is not None:
+                conditions.append(f"the path the argument at {where} builds ends in a part matching "
+                                  f"`{c.path_regex.pattern}`")
             else:
                 conditions.append(f"the argument at {where} is {'present' if c.present else 'absent'}")
-        return text + (", where " + "; ".join(conditions) if conditions else "") + "."
+        unless = (f" Not in a module that looks for {code_list(map(repr, self.unless_tested))} in another "
+                  "text.") if self.unless_tested else ""
+        return text + (", where " + "; ".join(conditions) if conditions else "") + "." + unless
 
     def matched_callee(self, names: list[str]) -> str | None:
         """The first of a call's qualified names (``names``) that is one of the callees."""
@@ -135,12 +157,22 @@ class CallPattern:
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, CallPattern]], surface: PythonSurface) -> None:
         """Each call of a listed callee whose arguments meet the conditions."""
+        tested = tested_strings(surface) if any(p.unless_tested for _, p in rules) else frozenset()
         for call, scope in surface.calls:
             names = surface.callee_names(call, scope)
             if not names:
                 continue
             for rule, p in rules:
                 name = p.matched_callee(names)
-                if name is not None and all(cond.accepts(surface.argument_site(call, cond.position, cond.keyword),
-                                                         surface.passes_kwargs(call)) for cond in p.args):
+                if (name is not None and tested.isdisjoint(p.unless_tested)
+                        and all(_meets(cond, call, scope, surface) for cond in p.args)):
                     surface.hit(rule, id(call), call, name=name)
+
+
+def _meets(condition: ArgCondition, call: cst.Call, scope: Any, surface: PythonSurface) -> bool:
+    if condition.path_regex is not None:
+        argument = surface.argument(call, condition.position, condition.keyword)
+        return argument is not None and any(condition.path_regex.search(part)
+                                            for part in surface.path_ends(argument, scope))
+    return condition.accepts(surface.argument_site(call, condition.position, condition.keyword),
+                             surface.passes_kwargs(call))

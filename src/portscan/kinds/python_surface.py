@@ -163,6 +163,10 @@ class PythonSurface(Protocol):
                        ) -> tuple[list[str], tuple[str, object] | None] | None:
         """``f()``, ``f()[i]``, ``f().attr`` or a local bound to one: (callee names, accessor)."""
 
+    def path_ends(self, expr: cst.BaseExpression, scope: Any) -> list[str]:
+        """The texts the path an expression builds can end in: a string, the last part of
+        ``os.path.join(...)``, ``Path(a) / b``, ``a + b``, or a local bound to one."""
+
     def commands(self, expr: cst.BaseExpression, scope: Any) -> Iterator[tuple[str, cst.BaseExpression]]:
         """Program words of a command value, each with the node to report it at."""
 

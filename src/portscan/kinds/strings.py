@@ -160,17 +160,27 @@ def _looked_for(operand: cst.BaseExpression) -> list[cst.BaseExpression]:
 
 def _tested_texts(surface: PythonSurface) -> frozenset[int]:
     """ids of the nodes whose text is looked for in (or compared with) another text."""
-    found: set[int] = set()
+    return frozenset(map(id, _tested_nodes(surface)))
+
+
+def tested_strings(surface: PythonSurface) -> frozenset[str]:
+    """The string literals the module looks for in other texts (``'hip' not in path``,
+    ``name.endswith("_hip.cpp")``); needs the ``compares`` and ``calls`` sites."""
+    return frozenset(t for t in map(surface.text, _tested_nodes(surface)) if t is not None)
+
+
+def _tested_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
+    found: list[cst.BaseExpression] = []
     for comparison, _scope in surface.compares:
         left = comparison.left
         for target in comparison.comparisons:
             operator = surface.operator(target)
             if operator in _TESTS:
-                found.add(id(left))
+                found.append(left)
                 if operator in ("==", "!="):
-                    found.add(id(target.comparator))
+                    found.append(target.comparator)
             left = target.comparator
     for call, _scope in surface.calls:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SEARCHES and call.args:
-            found.add(id(call.args[0].value))
-    return frozenset(found)
+            found.append(call.args[0].value)
+    return found

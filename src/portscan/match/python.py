@@ -1082,6 +1082,9 @@ class _Resolver:
     def commands(self, expr: cst.BaseExpression, scope: Scope) -> Iterator[tuple[str, cst.BaseExpression]]:
         return self._commands(expr, scope, 0)
 
+    def path_ends(self, expr: cst.BaseExpression, scope: Scope) -> list[str]:
+        return self._program_paths(expr, scope, 0)
+
     def operand_source(self, expr: cst.BaseExpression, scope: Scope
                        ) -> tuple[list[str], tuple[str, object] | None] | None:
         return self._operand_source(expr, scope, 0)
