@@ -55,6 +55,10 @@ _IMPORT_WORD = re.compile(r"\b(?:from|import)[ \t]")
 _CONTINUATION = re.compile(r"\\\r?\n")
 
 
+#: the names of a parenthesised import are read up to this many characters on
+_PARENTHESISED_MAX = 4000
+
+
 def import_lines(text: str) -> str:
     """Every line that may hold an import statement (``x = 1; import y`` too), with the
     lines a trailing backslash or an open parenthesis (``from m import (``) continues it
@@ -78,10 +82,6 @@ def import_lines(text: str) -> str:
                 lines.append(line)
         at = find("import", max(at + 6, end))
     return "\n".join(lines)
-
-
-#: the names of a parenthesised import are read up to this many characters on
-_PARENTHESISED_MAX = 4000
 
 
 def _line_end(text: str, at: int) -> int:
