@@ -40,7 +40,7 @@ def test_json_contract(capsys) -> None:
     assert document["schema_version"] == 1 and document["portscan_version"] == __version__
     assert document["root"] == str(FIXTURE)
     assert document["errors"] == []
-    assert len(document["findings"]) == 74
+    assert len(document["findings"]) == 75
     fixes = {(f["path"], f["rule"]): f["fix"] for f in document["findings"]}
     assert fixes[("utils/gpu.py", "PS602")] == "safe" and fixes[("train.py", "PS209")] == "unsafe"
     assert fixes[("train.py", "PS301")] is None
@@ -55,11 +55,11 @@ def test_json_contract(capsys) -> None:
         assert (finding["end_line"], finding["end_column"]) > (finding["line"], finding["column"])
         assert all(url.startswith("https://") for url in finding["references"])
     summary = document["summary"]
-    assert summary["findings"] == 74 and summary["files_scanned"] == 16 and summary["errors"] == 0
-    assert summary["by_severity"] == {"error": 35, "warning": 32, "info": 7}
+    assert summary["findings"] == 75 and summary["files_scanned"] == 16 and summary["errors"] == 0
+    assert summary["by_severity"] == {"error": 35, "warning": 33, "info": 7}
     guarded = [f for f in document["findings"] if f["guard"]]
     assert [(f["path"], f["line"], f["guard"]) for f in guarded] == [("utils/gpu.py", 20, "vendor-branch")]
-    assert sum(summary["by_category"].values()) == 74
+    assert sum(summary["by_category"].values()) == 75
 
 
 def test_json_columns_point_at_the_code(capsys) -> None:
@@ -147,7 +147,7 @@ def test_full_report_on_the_fixture(capsys) -> None:
     assert code == 1
     assert "train.py" in out and "PS202" in out and "rewrite:" in out
     assert " > 13 │ from apex import amp" in out
-    assert "74 findings in 12 of 16 files: 35 error, 32 warning, 7 info" in out
+    assert "75 findings in 12 of 16 files: 35 error, 33 warning, 7 info" in out
 
 
 @pytest.mark.parametrize("argv", [["-m", "portscan"], ["-c", "from portscan.cli import main; "
@@ -156,7 +156,7 @@ def test_entry_points_run_as_a_subprocess(argv: list[str]) -> None:
     done = subprocess.run([sys.executable, *argv, "scan", "--format", "json", str(FIXTURE)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
-    assert len(json.loads(done.stdout)["findings"]) == 74
+    assert len(json.loads(done.stdout)["findings"]) == 75
 
 
 def test_version(capsys) -> None:

@@ -124,7 +124,7 @@ def test_markdown_report_on_the_fixture(capsys) -> None:
 def test_markdown_report_on_clean_and_warning_only_trees(tmp_path: Path, capsys) -> None:
     (tmp_path / "ok.py").write_text("import torch\nx = torch.ones(1).cuda()\n")
     assert "**Ready:**" in run_cli(capsys, "scan", "--format", "markdown", str(tmp_path))[1]
-    (tmp_path / "warn.py").write_text("import torch\nDTYPE = torch.float8_e4m3fn\n")
+    (tmp_path / "warn.py").write_text("import torch\nimport torchao\nDTYPE = torch.float8_e4m3fn\n")
     assert "**Runs with changes:" in run_cli(capsys, "scan", "--format", "markdown", str(tmp_path))[1]
 
 

@@ -34,9 +34,10 @@ EXPECTED = [
     ("models/vit.py", 16, "PS502"),               # get_device_capability()[0] >= 9 -> FlashAttention-3
     ("models/vit.py", 17, "PS702"),               # from flash_attn_interface import ... (Hopper-only FA3)
     ("models/vit.py", 20, "PS501"),               # get_device_capability() >= (8, 0)
-    ("models/vit.py", 21, "PS503"),               # torch.float8_e4m3fn
+    ("models/vit.py", 21, "PS503"),               # torch.float8_e4m3fn (a scaled GEMM computes with it)
     ("models/vit.py", 59, "PS210"),               # FusedLayerNorm(dim, eps=1e-6)
     ("models/vit.py", 61, "PS211"),               # fln.FusedRMSNorm(dim), through the module alias
+    ("models/vit.py", 91, "PS509"),               # torch._scaled_mm(...) FP8 GEMM
     ("pyproject.toml", 2, "PS820"),               # torch==1.13.1 is a build requirement: an isolated build downloads th
     ("pyproject.toml", 10, "PS801"),              # torch==1.13.1+cu117 pins a CUDA build of torch
     ("pyproject.toml", 12, "PS809"),              # pynvml reads GPUs through NVIDIA's NVML or nvidia-smi and finds none

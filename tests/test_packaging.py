@@ -47,7 +47,7 @@ def test_installed_wheel_scans_the_fixture(wheel: Path, tmp_path: Path) -> None:
                            str(REPO / "fixtures" / "cuda-trainer")],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
-    assert len(json.loads(done.stdout)["findings"]) == 74
+    assert len(json.loads(done.stdout)["findings"]) == 75
     probe = subprocess.run([sys.executable, "-c", "import portscan.ruleset.loader as r; "
                             "print(r.builtin_rules_dir())"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)

@@ -21,4 +21,27 @@ def test_the_idioms_file_exercises_the_guards(rules) -> None:
     """Guarded code in the file is still found (at info), so the test above is not vacuous."""
     findings = scan_source(IDIOMS.read_text(), "rocm_safe_idioms.py", rules)
     guards = {f.guard for f in findings}
-    assert {"type-checking", "fallback-equivalent", "vendor-branch", "handled", "tuning"} <= guards
+    assert {"type-checking", "fallback-equivalent", "vendor-branch", "handled", "tuning", "no-consumer"} <= guards
+
+
+FP8_CAST = '''
+import torch
+{extra}
+def quantize(w):
+    scale = torch.finfo(torch.float8_e4m3fn).max / w.abs().amax()
+    return (w * scale).to(torch.float8_e4m3fn), scale
+'''
+
+
+def test_fp8_dtype_is_a_warning_only_where_the_module_computes_with_it(rules) -> None:
+    """PS503's `consumers`: the same cast is info in a module that only stores or converts
+    FP8 (guard `no-consumer`) and a warning where a scaled GEMM or an FP8 library uses it."""
+    def fp8(extra: str) -> set[tuple[str, str | None]]:
+        text = FP8_CAST.format(extra=extra)
+        return {(f.severity.value, f.guard) for f in scan_source(text, "quant.py", rules) if f.rule == "PS503"}
+
+    assert fp8("") == {("info", "no-consumer")}
+    assert fp8("mm = torch._scaled_mm") == {("warning", None)}
+    assert fp8("from torchao.float8 import convert_to_float8_training as c\nc") == {("warning", None)}
+    assert fp8("import triton\n@triton.jit\ndef k(): pass") == {("warning", None)}
+    assert fp8("import transformer_engine.pytorch as te") == {("warning", None)}  # imported counts too

@@ -80,7 +80,7 @@ def test_per_file_ignores_and_fail_on(tmp_path: Path, capsys) -> None:
     write(tmp_path, {"pyproject.toml": "[tool.portscan]\nper-file-ignores = { 'tools/*.py' = ['PS6'] }\n"
                                        "fail-on = 'error'\n",
                      "tools/probe.py": "import pynvml\n",
-                     "a.py": "import torch\nDTYPE = torch.float8_e4m3fn\n"})
+                     "a.py": "import torch\nimport torchao\nDTYPE = torch.float8_e4m3fn\n"})
     code, lines = concise(capsys, str(tmp_path))
     assert [line.split()[1] for line in lines] == ["PS503"]  # pynvml ignored under tools/
     assert code == 0  # only a warning, and fail-on is error
@@ -110,7 +110,7 @@ def test_in_house_rules_dir_is_validated_like_builtin(tmp_path: Path, capsys, ru
 
 
 def test_target_changes_what_target_dependent_rules_report(tmp_path: Path, capsys) -> None:
-    write(tmp_path, {"a.py": "import torch\nDTYPE = torch.float8_e4m3fn\n",
+    write(tmp_path, {"a.py": "import torch\nimport torchao\nDTYPE = torch.float8_e4m3fn\n",
                      "k.cu": "__global__ void k(float* x) {\n  const int lane = threadIdx.x & 31;\n}\n"})
 
     def severities(*flags: str) -> dict[str, str]:

@@ -328,3 +328,19 @@ def attention_tiles(head_dim: int) -> tuple[int, int]:
         block_m, block_n = 64, 64
     return block_m, block_n
 
+
+
+FLOAT8_E4M3_MAX = torch.finfo(torch.float8_e4m3fn).max
+
+
+def nvfp4_block_scales(x: torch.Tensor) -> torch.Tensor:
+    """A reference emulation in plain PyTorch (guard `no-consumer`): FP8 is only the storage
+    format of the scales, cast straight back; nothing in this module computes in FP8."""
+    scale = (x.abs().amax(dim=-1) / 6.0).clamp(max=FLOAT8_E4M3_MAX)
+    return scale.to(torch.float8_e4m3fn).to(torch.float32)
+
+
+def offload(module: torch.nn.Module, storage_dtype: torch.dtype = torch.float8_e5m2) -> None:
+    """An FP8 storage dtype for offloaded weights, cast back to the compute dtype on use."""
+    for p in module.parameters():
+        p.data = p.data.to(storage_dtype)

@@ -59,12 +59,17 @@ class NamePattern:
     #: not an element of a list/tuple/set literal that also holds one of these names
     #: (``[SDPBackend.CUDNN_ATTENTION, SDPBackend.MATH]``: the others are used instead)
     unless_listed_with: tuple[str, ...] = ()
+    #: the names that compute with the value (``torch._scaled_mm``, ``transformer_engine.*``):
+    #: in a module that uses none of them the value is only stored or converted, and a use
+    #: is ``info`` (guard ``no-consumer``)
+    consumers: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> NamePattern:
         return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"),
                    follow=r.flag("follow"), first_party=r.flag("first_party"),
-                   unless_listed_with=r.dotted("unless_listed_with", required=False, wildcard=True))
+                   unless_listed_with=r.dotted("unless_listed_with", required=False, wildcard=True),
+                   consumers=r.dotted("consumers", required=False, wildcard=True))
 
     @property
     def extra_sites(self) -> frozenset[str]:
@@ -88,8 +93,10 @@ class NamePattern:
                   f"{code_list(self.unless_listed_with)}.") if self.unless_listed_with else ""
         own = (" They also match in the library's own source tree (where its package is the project's "
                "own).") if self.first_party else ""
+        consumed = (f" In a module that uses none of {code_list(self.consumers)} (the code that computes "
+                    "with it), a use is `info`: the value is only stored or converted there.") if self.consumers else ""
         return (f"Uses of {code_list(self.names)}, resolved through import aliases{follow}"
-                + (f", {usage}." if usage else ".") + listed + own)
+                + (f", {usage}." if usage else ".") + listed + own + consumed)
 
     def accepts_usage(self, usage: str) -> bool:
         """``usage`` is how a use treats the value: ``truth``, ``operand``, ``tag`` or ``other``."""

@@ -27,6 +27,10 @@ range lies inside one takes the guard's name and a lowered severity:
 ``tuning``
     a capability test whose branches only assign numbers (``BLOCK = 128 if cap >= (8, 0)
     else 64``): a tile size, warp or stage count is picked, no feature -- ``info``.
+``no-consumer``
+    a value used in a module that uses none of the rule's ``consumers`` (an OCP FP8
+    dtype where nothing computes in FP8: it is only created, cast, stored or viewed,
+    which works on every ROCm GPU) -- ``info``.
 ``fallback-equivalent``
     an import in such a ``try`` whose handler binds every name it imports to one of
     the rule's ``equivalents`` (``except ImportError: LayerNorm = torch.nn.LayerNorm``
@@ -49,6 +53,7 @@ from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK_EQUIVALENT,
     GUARD_ORDER,
     HANDLED,
+    NO_CONSUMER,
     TUNING,
     TYPE_CHECKING,
     VENDOR_BRANCH,

@@ -37,6 +37,7 @@ from portscan.match.guards import (
     FALLBACK_EQUIVALENT,
     GUARD_ORDER,
     HANDLED,
+    NO_CONSUMER,
     TUNING,
     TYPE_CHECKING,
     VENDOR_BRANCH,
@@ -67,6 +68,7 @@ from portscan.match.syntax import (
     small_statements,
     string_text,
 )
+from portscan.kinds.common import name_matches
 from portscan.kinds.python_surface import same_text
 from portscan.kinds.sites import ArgumentSite
 from portscan.match.commands import Command, Word, commands as shell_commands, pip_arguments
@@ -1967,6 +1969,29 @@ def _tunes(rule: Rule) -> bool:
     return getattr(rule.pattern, "tuning", False)
 
 
+def _consumers(rule: Rule) -> tuple[str, ...]:
+    """The names that compute with what the rule matches (guard ``no-consumer`` where the
+    module uses none of them)."""
+    return getattr(rule.pattern, "consumers", ())
+
+
+def _uses_any(collector: _Collector, names: tuple[str, ...]) -> bool:
+    """Does the module use or import a name at or below one of ``names`` (``import
+    torchao`` counts for ``torchao.*``)?"""
+    def listed(qualified: str) -> bool:
+        return any(name_matches(qualified, name) or qualified == name.removesuffix(".*") for name in names)
+
+    scopes: set[Scope] = set()
+    for chain in collector.chains:
+        if any(listed(q) for q in chain.scope.qualified(chain.parts)):
+            return True
+        scope: Scope | None = chain.scope
+        while scope is not None and scope not in scopes:
+            scopes.add(scope)
+            scope = scope.parent
+    return any(q is not None and listed(q) for scope in scopes for bound in scope.bindings.values() for q in bound)
+
+
 def _silent(rule: Rule) -> bool:
     """Does what the rule finds go wrong without raising (a text test that is false on
     ROCm), so that a ``try`` around it copes with nothing (no guard ``fallback``)?"""
@@ -2000,6 +2025,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     catching = [(offsets[id(body)], caught) for body, caught in collector.catching_tries if id(body) in offsets]
 
     choices = [offsets[id(test)] for test in collector.number_choices if id(test) in offsets]
+    consumed = {names: _uses_any(collector, names) for names in {_consumers(rule) for rule, *_ in reports} if names}
 
     def guard_at(start: int, end: int, rule: Rule | None = None) -> str | None:
         guards = {guard for (g_start, g_end), guard in guarded if g_start <= start and end <= g_end}
@@ -2010,6 +2036,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             guards.add(HANDLED)  # `try: torch.version.cuda.split(".") except AttributeError: ...`
         if rule is not None and _tunes(rule) and any(s <= start and end <= e for s, e in choices):
             guards.add(TUNING)  # `BLOCK = 128 if cap >= (8, 0) else 64`: the comparison picks a number
+        if rule is not None and _consumers(rule) and not consumed[_consumers(rule)]:
+            guards.add(NO_CONSUMER)  # an FP8 dtype only cast or stored: nothing computes with it here
         return next((g for g in GUARD_ORDER if g in guards), None)
 
     tries = _Tries(collector.fallback_tries, offsets)
