@@ -59,6 +59,10 @@ class RequirementPattern:
     #: only a version specifier that admits no release at or above this one (``0.49.0``:
     #: the first release with ROCm support), so every version it allows lacks it
     below: str = ""
+    #: not on a ``pip install --no-build-isolation`` line of a shell script, Dockerfile or
+    #: CI step: a build from source against the environment's torch is the ROCm recipe
+    #: (the base image, if CUDA, is reported by its own rule)
+    unless_source_build: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> RequirementPattern:
@@ -85,7 +89,8 @@ class RequirementPattern:
                    url=r.regex("url"), sections=sections, rocm_wheels=wheels or "",
                    images=r.texts("images", required=False, what="image glob"),
                    not_images=r.texts("not_images", required=False, what="image glob"),
-                   unindexed=bool(unindexed), below=below)
+                   unindexed=bool(unindexed), below=below,
+                   unless_source_build=r.flag("unless_source_build"))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         # a Python file must call setup() and name the package at the start of a
@@ -117,6 +122,8 @@ class RequirementPattern:
                      "meets")
         if self.below:
             text += f" whose version specifier allows only releases before {self.below}"
+        if self.unless_source_build:
+            text += " (not on a `pip install --no-build-isolation` line: a source build in the environment)"
         if self.images or self.unindexed:
             where = f" in container definitions built on {code_list(self.images)}" if self.images else ""
             plain = " installed from PyPI's default index (no index URL, local version or URL)" \
@@ -146,6 +153,8 @@ class RequirementPattern:
             if table is None or not table.none_meets(site.specifier):
                 return False
         if self.below and not only_below(site.specifier, self.below):
+            return False
+        if self.unless_source_build and site.source_build:
             return False
         return site.section in self.sections
 

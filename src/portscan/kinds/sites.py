@@ -55,6 +55,9 @@ class RequirementSite:
     indexed: bool = False
     #: in a container definition: the base images (``registry/namespace/name``) it builds on
     images: tuple[str, ...] = ()
+    #: named on a ``pip install --no-build-isolation`` line: built from source against the
+    #: environment's own torch
+    source_build: bool = False
 
 
 @runtime_checkable

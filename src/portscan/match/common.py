@@ -99,16 +99,18 @@ def _never_on_linux(requirement: Requirement) -> bool:
 
 
 def requirement_rules(requirement: Requirement, rules: Sequence[Rule], section: str = "install",
-                      indexed: bool = False, images: tuple[str, ...] = ()) -> Iterator[Rule]:
+                      indexed: bool = False, images: tuple[str, ...] = (),
+                      source_build: bool = False) -> Iterator[Rule]:
     """Rules whose requirement pattern this requirement meets (``indexed``: named on a
-    ``pip install`` line that gives an index; ``images``: the container's base images).
+    ``pip install`` line that gives an index; ``images``: the container's base images;
+    ``source_build``: on a ``pip install --no-build-isolation`` line).
     A requirement whose markers exclude Linux meets none: ROCm machines run Linux."""
     if _never_on_linux(requirement):
         return
     site = RequirementSite(normalize_name(requirement.name),
                            tuple(normalize_name(e) for e in requirement.extras),
                            tuple(_local_labels(requirement)), requirement.url, section,
-                           str(requirement.specifier), indexed, images)
+                           str(requirement.specifier), indexed, images, source_build)
     for rule in rules:
         accepts = getattr(rule.pattern, "matches_requirement", None)  # a RequirementKind
         if accepts is not None and accepts(site):
@@ -117,7 +119,7 @@ def requirement_rules(requirement: Requirement, rules: Sequence[Rule], section: 
 
 def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: bool = False,
                         section: str = "install", indexed: bool = False,
-                        images: tuple[str, ...] = ()) -> list[Match]:
+                        images: tuple[str, ...] = (), source_build: bool = False) -> list[Match]:
     """Matches for one requirement string found at offset ``start``."""
     stripped = text.strip()
     if not stripped:
@@ -128,7 +130,7 @@ def requirement_matches(text: str, start: int, rules: Sequence[Rule], conda: boo
         return []
     variables = {"package": requirement.name, "requirement": stripped}
     return [Match(rule, start, start + len(stripped), dict(variables))
-            for rule in requirement_rules(requirement, rules, section, indexed, images)]
+            for rule in requirement_rules(requirement, rules, section, indexed, images, source_build)]
 
 
 def index_matches(url: str, start: int, rules: Sequence[Rule], channel: bool = False
@@ -215,9 +217,10 @@ def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
         pip = pip_arguments(command)
         if pip is not None:
             requirements, indexes = pip
+            source_build = any(w.value == "--no-build-isolation" for w in command.words)
             for word in requirements:
                 yield from requirement_matches(word.value, word.start, rules, indexed=bool(indexes),
-                                               images=images)
+                                               images=images, source_build=source_build)
             for word in indexes:
                 yield from index_matches(word.value, word.start, rules)
         elif conda_channels and program in ("conda", "mamba", "micromamba") and \
