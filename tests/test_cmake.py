@@ -35,7 +35,8 @@ EXPECTED = [
     ("Makefile", 4, "PS948"),            # -Xcompiler in NVCCFLAGS, reported where it is set
     ("Makefile", 15, "PS407"),           # $(NVCC) runs nvcc
     ("Makefile", 21, "PS802"),           # pip install --extra-index-url .../cu121
-    ("Makefile", 22, "PS816"),           # pip install flash-attn
+    # Makefile 22, `pip install flash-attn --no-build-isolation`, builds against the torch
+    # that line 21 installs: the source build is the ROCm recipe, the cu121 index the finding
     ("Makefile", 28, "PS949"),           # cmake -DCMAKE_CUDA_ARCHITECTURES="80;90"
     ("Makefile", 32, "PS950"),           # git clone https://github.com/NVIDIA/cutlass.git
     ("cmake/cuda.cmake", 7, "PS944"),    # --use_fast_math
