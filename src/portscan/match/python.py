@@ -68,7 +68,7 @@ from portscan.match.syntax import (
     small_statements,
     string_text,
 )
-from portscan.kinds.common import name_matches
+from portscan.kinds.common import is_at_or_below
 from portscan.kinds.python_surface import same_text
 from portscan.kinds.sites import ArgumentSite
 from portscan.match.commands import Command, Word, commands as shell_commands, pip_arguments
@@ -1979,7 +1979,8 @@ def _uses_any(collector: _Collector, names: tuple[str, ...]) -> bool:
     """Does the module use or import a name at or below one of ``names`` (``import
     torchao`` counts for ``torchao.*``)?"""
     def listed(qualified: str) -> bool:
-        return any(name_matches(qualified, name) or qualified == name.removesuffix(".*") for name in names)
+        return any(is_at_or_below(qualified, name[:-2]) if name.endswith(".*") else qualified == name
+                   for name in names)
 
     scopes: set[Scope] = set()
     for chain in collector.chains:
