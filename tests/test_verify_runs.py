@@ -26,6 +26,7 @@ from typing import TextIO
 import pytest
 
 from portscan.cli import main
+from portscan.verify.runner import work_base
 
 from conftest import REPO
 
@@ -130,8 +131,16 @@ def checks(document: dict) -> dict[str, str]:
     return {c["name"]: c["status"] for c in document["checks"]}
 
 
-def test_step_cap_with_dataloader_workers(capsys) -> None:
-    code, doc = verify(capsys, "--steps", "5", "--", "python", TOY, "--workers", "2")
+def test_step_cap_with_dataloader_workers(capsys, monkeypatch, tmp_path: Path) -> None:
+    """Under a TMPDIR too long for multiprocessing's sockets below verify's own directory
+    (which hung the workers until the timeout), so the run's directory goes elsewhere."""
+    long = tmp_path / ("t" * max(1, 90 - len(str(tmp_path))))
+    long.mkdir()
+    monkeypatch.setenv("TMPDIR", str(long))
+    monkeypatch.setattr(tempfile, "tempdir", str(long))
+    assert work_base(str(long)) != str(long)
+    code, doc = verify(capsys, "--steps", "5", "--timeout", "120", "--", "python", TOY, "--workers", "2")
+    assert not doc["run"]["timed_out"] and list(long.iterdir()) == []
     assert code == 0 and doc["verdict"] == "pass", doc["checks"]
     assert doc["run"]["stopped_at_cap"] and doc["run"]["exit_status"] == 0
     assert [s["step"] for s in doc["steps"]] == [1, 2, 3, 4, 5]

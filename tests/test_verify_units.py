@@ -19,7 +19,7 @@ from portscan.verify.entry import (ConfigError, discover_candidates, load_settin
 from portscan.verify.hints import likely_rules
 from portscan.verify.reference import ReferenceError, read_reference, to_document, write_reference
 from portscan.verify.report import sparkline
-from portscan.verify.runner import new_entries, torchrun_argv
+from portscan.verify.runner import SOCKET_PATH_MAX, new_entries, torchrun_argv, work_base
 from portscan.verify.trace import (Backend, Failure, Observation, Step, failure_from_output,
                                    losses_from_output, merge_traces)
 from portscan.verify.verdict import (FAIL, PASS, SKIP, Criteria, compare, fitted_rise, judge,
@@ -570,3 +570,13 @@ def test_text_report_grammar_header_and_tail_without_steps(rules) -> None:
     assert "1 steps" not in one
     empty = render(observe(losses=(), stopped_at_cap=False, exit_status=0))
     assert "nothing to train" in empty  # no step seen: the output tail explains why
+
+
+def test_the_run_directory_goes_where_multiprocessing_sockets_fit(tmp_path: Path) -> None:
+    """A long TMPDIR would push ``pymp-*/listener-*`` past the socket path limit."""
+    assert work_base("/tmp") == "/tmp"
+    deep = "/" + "d" * (SOCKET_PATH_MAX - 40)
+    not_a_folder = tmp_path / "file"
+    not_a_folder.write_text("")
+    assert work_base(deep, short=("/no/such/folder", str(not_a_folder), "/tmp")) == "/tmp"
+    assert work_base(deep, short=("/no/such/folder", deep + "/x")) == deep  # nowhere fits: as before

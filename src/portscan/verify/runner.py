@@ -7,6 +7,11 @@ runtime (``sitecustomize.py``), its configuration, the traces, and the child's o
 ``TMPDIR``; with ``PYTHONDONTWRITEBYTECODE`` the child writes no ``__pycache__`` either,
 so neither the project nor ``/tmp`` keeps anything from the run. A timeout, Ctrl-C, or a command that leaves
 processes behind gets the whole process group killed.
+
+That directory sits in the caller's temporary directory unless the child's ``TMPDIR``
+there would be too long for a Unix socket path: multiprocessing binds its sockets at
+``TMPDIR/pymp-*/listener-*``, DataLoader workers pass tensors through them, and a path past
+the kernel's limit leaves the run hanging to its timeout. Then it goes to a short one.
 """
 
 from __future__ import annotations
@@ -38,6 +43,12 @@ KILL_GRACE = 3.0  #: seconds between SIGTERM and SIGKILL
 #: teardown take about one); then the process group is stopped (RPC workers, atexit joins)
 CAP_GRACE = 5.0
 POLL = 0.1  #: seconds between looks at the process and the cap markers
+WORKDIR_PREFIX = "portscan-verify-"
+#: bytes of a Unix socket path (``sun_path`` less its NUL): 103 on macOS and the BSDs
+SOCKET_PATH_MAX = 107 if sys.platform.startswith("linux") else 103
+#: what lands below the base: the run's directory, its ``tmp``, and multiprocessing's socket
+_BELOW_BASE = len(f"/{WORKDIR_PREFIX}xxxxxxxx/tmp/pymp-xxxxxxxx/listener-xxxxxxxx")
+SHORT_BASES = ("/tmp", "/var/tmp", "/dev/shm")
 _PYTHON = re.compile(r"python[0-9.]*")
 
 
@@ -103,6 +114,17 @@ def torchrun_argv(argv: Sequence[str], nproc: int) -> tuple[str, ...]:
         raise ValueError(f"--nproc needs `python script.py ...` or `python -m module ...`, "
                          f"not Python option {rest[0] if rest else '(none)'}")
     return (python, *launch, *rest)
+
+
+def work_base(default: str, short: Sequence[str] = SHORT_BASES) -> str:
+    """The folder for the run's directory: ``default`` when the child's sockets fit below
+    it, else the first writable short folder (``default`` again when none is)."""
+    def fits(base: str) -> bool:
+        return len(os.fsencode(base)) + _BELOW_BASE <= SOCKET_PATH_MAX
+    if fits(default):
+        return default
+    usable = (b for b in short if fits(b) and os.path.isdir(b) and os.access(b, os.W_OK | os.X_OK))
+    return next(usable, default)
 
 
 def child_environment(base: Mapping[str, str], workdir: Path, runtime_dir: Path,
@@ -241,7 +263,7 @@ def run_command(spec: RunSpec, echo: Callable[[str], None] | None = None,
     ``stop``, when set, ends the run as the timeout would: a caller that watches the
     output (``echo``) can end it on what it sees, not on a guess of how long it takes.
     """
-    workdir = Path(tempfile.mkdtemp(prefix="portscan-verify-"))
+    workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=work_base(tempfile.gettempdir())))
     try:
         runtime_dir = workdir / "runtime"
         for sub in (runtime_dir, workdir / "traces", workdir / "tmp"):
