@@ -23,7 +23,7 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 #: module prefix -> layer; the longest prefix that fits a module decides
 LAYERS: dict[str, int] = {
     "portscan": 0, "portscan.model": 0, "portscan.bounded": 0, "portscan.data": 0,
-    "portscan.config": 0, "portscan.parse": 0, "portscan.cache": 0, "portscan.pool": 0,
+    "portscan.config": 0, "portscan.parse": 0, "portscan.leancst": 0, "portscan.cache": 0, "portscan.pool": 0,
     "portscan.ruleset.table": 1, "portscan.ruleset.prefilter": 1, "portscan.ruleset.fixspec": 1,
     "portscan.kinds": 2,
     "portscan.ruleset": 3,

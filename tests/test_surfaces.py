@@ -381,11 +381,14 @@ def test_extensions_link_their_sources(tmp_path: Path) -> None:
 APEX_IMPORT = rule("XX905", {"kind": "import", "modules": ["apex"]})
 
 
+@pytest.mark.parametrize("parser", ["ast", "libcst"])
 @pytest.mark.parametrize("mode", ["serial", "workers", "no rule applies"])
-def test_a_file_that_declares_an_extension_is_parsed_once(tmp_path: Path, monkeypatch, mode: str) -> None:
+def test_a_file_that_declares_an_extension_is_parsed_once(tmp_path: Path, monkeypatch, mode: str,
+                                                          parser: str) -> None:
     import libcst
 
     import portscan.scan as scan_module
+    from portscan import leancst
 
     tree, log = tmp_path / "tree", tmp_path / "parses.log"
     (tree / "csrc").mkdir(parents=True)
@@ -395,19 +398,21 @@ def test_a_file_that_declares_an_extension_is_parsed_once(tmp_path: Path, monkey
         from torch.utils.cpp_extension import CUDAExtension
         ext = CUDAExtension(name="ops", sources=["csrc/ops.cu"])
         """))
-    parse_module = libcst.parse_module
+    module = leancst if parser == "ast" else libcst
+    name = "parse_module"
+    parse = getattr(module, name)
 
     def counting(text: str, *args, **kwargs):
         if "CUDAExtension" in text:
             with log.open("a") as out:  # the workers are other processes: count in a file
                 out.write("parse\n")
-        return parse_module(text, *args, **kwargs)
+        return parse(text, *args, **kwargs)
 
-    monkeypatch.setattr(libcst, "parse_module", counting)
+    monkeypatch.setattr(module, name, counting)
     if mode == "workers":
         monkeypatch.setattr(scan_module, "PARALLEL_MIN", 1)
     rules = RuleSet([PTX] if mode == "no rule applies" else [PTX, APEX_IMPORT])
-    result = scan_paths([tree], rules, workers=2 if mode == "workers" else 1)
+    result = scan_paths([tree], rules, workers=2 if mode == "workers" else 1, parser=parser)
     assert log.read_text() == "parse\n"
     assert [(f.path, f.rule) for f in result.findings] == (
         [("csrc/ops.cu", "XX904")] + ([] if mode == "no rule applies" else [("setup.py", "XX905")]))

@@ -24,7 +24,7 @@ from portscan.match.makefiles import match_makefile
 from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
 from portscan.match.shell import match_shell
 from portscan.match.yamlfiles import match_compose
-from portscan.parse import parse_python
+from portscan.parse import parse_for_matching
 from portscan.ruleset.schema import Rule
 
 _YAML = (".yml", ".yaml")
@@ -36,6 +36,7 @@ class MatchContext:
 
     first_party: frozenset[str] = frozenset()  #: the project's own top-level modules
     hipify: frozenset[str] | None = None  #: CUDA names hipify maps (None: table unavailable)
+    parser: str = "ast"  #: how Python is parsed (see :data:`portscan.parse.PARSERS`)
 
 
 #: a file's text and the rules that apply to it -> their matches
@@ -61,7 +62,7 @@ class FileKind:
 def _python(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
     from portscan.match.python import match_python  # libcst: only when there is something to parse
 
-    return match_python(parse_python(text), rules, context.first_party)
+    return match_python(parse_for_matching(text, context.parser), rules, context.first_party)
 
 
 def _cuda(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:

@@ -143,6 +143,27 @@ def lazy_libcst() -> ModuleType:
     return module
 
 
+#: how a scan parses Python: ``ast`` builds a view of CPython's tree with LibCST's node
+#: classes (:mod:`portscan.leancst`, several times faster), ``libcst`` parses with LibCST
+#: itself (the parser of record, and of every rewrite); the findings are the same
+PARSERS = ("ast", "libcst")
+
+
+def parse_for_matching(text: str, parser: str = "ast") -> cst.Module:
+    """The module the matcher walks: a view of CPython's tree, or LibCST's own tree where
+    ``parser`` asks for it or the view cannot be had (CPython rejects the code, or it
+    uses syntax the view does not build); a syntax error becomes a :class:`SourceError`
+    worded as LibCST words it."""
+    if parser == "ast":
+        from portscan import leancst
+
+        try:
+            return leancst.parse_module(text)
+        except (SyntaxError, ValueError, MemoryError, leancst.Unsupported):
+            pass  # LibCST decides, and words the error
+    return parse_python(text)
+
+
 def parse_python(text: str) -> cst.Module:
     """Parse with libcst; a syntax error becomes a :class:`SourceError`."""
     import libcst as cst  # here, not at the top: a fully cached scan never imports libcst

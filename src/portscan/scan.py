@@ -50,7 +50,7 @@ from portscan.parse import (
     SourceError,
     decode_python,
     decode_text,
-    parse_python,
+    parse_for_matching,
     read_bytes,
 )
 from portscan.ruleset.loader import RuleSet
@@ -84,7 +84,7 @@ def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Sever
 
 
 def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),
-               hipify: frozenset[str] | None = None) -> list[Match]:
+               hipify: frozenset[str] | None = None, parser: str = "ast") -> list[Match]:
     """Every match in one file's text. Raises :class:`SourceError` for unparsable Python.
 
     Python files that contain none of the literal tokens the rules need are not parsed.
@@ -93,16 +93,16 @@ def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str]
     applicable = rules.candidates(text) if file.prefiltered else rules.for_surface(kind)
     if not applicable:
         return []
-    return file.matcher(text, applicable, MatchContext(first_party, hipify))
+    return file.matcher(text, applicable, MatchContext(first_party, hipify, parser))
 
 
 def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),
                 kind: str | None = None, hipify: frozenset[str] | None = None,
-                target: Target | None = None) -> tuple[Finding, ...]:
+                target: Target | None = None, parser: str = "ast") -> tuple[Finding, ...]:
     """Findings in one source text; the kind comes from the file name unless given. With
     a ``target``, rules report at the severity they declare for it (or not at all)."""
     kind = kind or file_kind(PurePosixPath(path)) or "python"
-    return findings_from(text, path, match_text(text, kind, rules, first_party, hipify), target)
+    return findings_from(text, path, match_text(text, kind, rules, first_party, hipify, parser), target)
 
 
 def declares_extensions(kind: str, text: str) -> bool:
@@ -110,7 +110,7 @@ def declares_extensions(kind: str, text: str) -> bool:
     return kind == "python" and "cpp_extension" in text
 
 
-def _walk_declaring(text: str, rules: RuleSet, first_party: frozenset[str]
+def _walk_declaring(text: str, rules: RuleSet, first_party: frozenset[str], parser: str
                     ) -> tuple[ModuleWalk | None, Extensions]:
     """One parse and one walk of a Python file that may declare extensions: the walk (for
     its findings) and the extensions it declares. A file no rule applies to is parsed
@@ -120,7 +120,7 @@ def _walk_declaring(text: str, rules: RuleSet, first_party: frozenset[str]
 
     applicable = rules.candidates(text)
     try:
-        module = parse_python(text)
+        module = parse_for_matching(text, parser)
     except SourceError:
         if applicable:
             raise
@@ -229,7 +229,8 @@ class FileSettings:
 
 
 def file_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozenset[str],
-              hipify: frozenset[str] | None = None, target: Target | None = None) -> FileScan:
+              hipify: frozenset[str] | None = None, target: Target | None = None, parser: str = "ast"
+              ) -> FileScan:
     """Findings in one file's text before suppressions (or why it cannot be scanned), and
     the extensions it declares, from one parse. Pure and never raises: this is what the
     cache stores and the workers return."""
@@ -238,9 +239,9 @@ def file_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozen
     def scan() -> tuple[Finding, ...]:
         nonlocal extensions
         if declares_extensions(source.kind, text):
-            walk, extensions = _walk_declaring(text, rules, first_party)
+            walk, extensions = _walk_declaring(text, rules, first_party, parser)
             return findings_from(text, source.rel, walk.matches() if walk is not None else [], target)
-        return scan_source(text, source.rel, rules, first_party, source.kind, hipify, target)
+        return scan_source(text, source.rel, rules, first_party, source.kind, hipify, target, parser)
 
     error: FileError
     try:
@@ -285,17 +286,18 @@ POOLED = frozenset({"python", "cpp", "cuda"})
 _KERNEL_KINDS = frozenset({"cpp", "cuda"})
 
 
-def _work(settings: tuple[RuleSet, Target | None, frozenset[str] | None],
+def _work(settings: tuple[RuleSet, Target | None, frozenset[str] | None, str],
           job: tuple[SourcePath, str, frozenset[str]]) -> FileScan:
-    rules, target, hipify = settings
+    rules, target, hipify, parser = settings
     source, text, first_party = job
-    return file_scan(source, text, rules, first_party, hipify if source.kind in _KERNEL_KINDS else None, target)
+    return file_scan(source, text, rules, first_party, hipify if source.kind in _KERNEL_KINDS else None, target,
+                     parser)
 
 
 def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet, target: Target | None,
-              hipify: frozenset[str] | None, workers: int) -> list[FileScan]:
+              hipify: frozenset[str] | None, parser: str, workers: int) -> list[FileScan]:
     """The :func:`file_scan` of each of ``jobs`` in order, from ``workers`` processes."""
-    return map_in_processes(_work, (rules, target, hipify), jobs, workers, size=lambda job: len(job[1]))
+    return map_in_processes(_work, (rules, target, hipify, parser), jobs, workers, size=lambda job: len(job[1]))
 
 
 def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -324,6 +326,7 @@ class _Inputs:
     known: Mapping[Path, tuple[Finding, ...]]  #: absolute path -> raw findings worked out already
     first_party: FirstParty
     hipify: Callable[[], frozenset[str] | None]  #: loaded on first use
+    parser: str = "ast"  #: how Python is parsed (see :data:`portscan.parse.PARSERS`)
 
     @property
     def target(self) -> Target | None:
@@ -368,7 +371,7 @@ class _Inputs:
         if cached is not None:
             return cached
         hipify = self.hipify() if source.kind in _KERNEL_KINDS else None
-        scanned = file_scan(source, text, self.rules, self.own_modules(source), hipify, self.target)
+        scanned = file_scan(source, text, self.rules, self.own_modules(source), hipify, self.target, self.parser)
         self.store(key, scanned)
         return scanned
 
@@ -440,7 +443,7 @@ def _ahead(sources: Sequence[SourcePath], inputs: _Inputs, workers: int | None) 
             return ahead  # the rest are parsed one by one, in their turn
     hipify = inputs.hipify() if any(source.kind in _KERNEL_KINDS for source, _, _ in jobs) else None
     results = _parallel([(source, text, inputs.own_modules(source)) for source, text, _ in jobs],
-                        inputs.rules, inputs.target, hipify, count)
+                        inputs.rules, inputs.target, hipify, inputs.parser, count)
     for (source, text, key), scanned in zip(jobs, results, strict=True):
         inputs.store(key, scanned)
         settle(source, text, scanned)
@@ -464,17 +467,18 @@ def _outcome(source: SourcePath, inputs: _Inputs, ahead: _Ahead | None) -> _Outc
     return _Outcome(result, declared=declared)
 
 
-def open_cache(cache: Path | None, rules: RuleSet, config: Config | None) -> Cache | None:
-    """The scan cache in folder ``cache`` for this rule pack and target (None: no cache)."""
-    salt = f"{rules.digest}|{config.target if config else None}|{table_digest()}"
+def open_cache(cache: Path | None, rules: RuleSet, config: Config | None, parser: str = "ast") -> Cache | None:
+    """The scan cache in folder ``cache`` for this rule pack, target and parser (None: no
+    cache; the parsers give the same findings, but a cache is no place to find out)."""
+    salt = f"{rules.digest}|{config.target if config else None}|{table_digest()}|{parser}"
     return Cache(cache, salt) if cache is not None else None
 
 
 def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, str] | None = None,
                *, config: Config | None = None, force_exclude: bool = False, report_unused: bool = False,
                progress: Callable[[int, int], None] | None = None, cache: Path | None = None,
-               workers: int | None = None, known: Mapping[Path, tuple[Finding, ...]] | None = None
-               ) -> ScanResult:
+               workers: int | None = None, known: Mapping[Path, tuple[Finding, ...]] | None = None,
+               parser: str = "ast") -> ScanResult:
     """Scan files and directories. Raises :class:`portscan.discover.UsageError` for a
     path that does not exist; every per-file problem lands in ``errors``.
 
@@ -486,14 +490,15 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
     ``workers`` the size of the process pool (None: one per core when there is enough
     to parse; 1: none). Results do not depend on either. ``known`` maps absolute paths of
     Python files to their findings before suppressions, already worked out from the
-    same text (``portscan fix`` passes those of its last pass)."""
+    same text (``portscan fix`` passes those of its last pass). ``parser`` says how
+    Python is parsed (:data:`portscan.parse.PARSERS`; the findings are the same)."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
     discovery = discover(paths, excludes, force_exclude)
-    store = open_cache(cache, rules, config)
+    store = open_cache(cache, rules, config, parser)
     wants_table = any(r.pattern.kind == "cuda-api" for r in rules.rules)
     inputs = _Inputs(rules, discovery.root, overrides or {}, config, report_unused, store, known or {},
                      FirstParty(discovery.root),
-                     functools.cache(lambda: load_hipify_names() if wants_table else None))
+                     functools.cache(lambda: load_hipify_names() if wants_table else None), parser)
     try:
         return _scan(discovery, inputs, _ahead(discovery.files, inputs, workers), progress)
     finally:

@@ -181,6 +181,8 @@ def _derived_from(surface: PythonSurface, name: str, scope: Any, names: set[str]
                   depth: int) -> tuple[str, str] | None:
     """(the name, the assignment) when a local's value mentions one of ``names``, directly
     or through other locals, up to :data:`_HOPS` assignments away."""
+    from portscan.leancst import children  # LibCST's classes: loaded when there is a tree
+
     if depth >= _HOPS:
         return None
     for value, owner in surface.assigned(name, scope):
@@ -198,7 +200,7 @@ def _derived_from(surface: PythonSurface, name: str, scope: Any, names: set[str]
                         if inner is not None:
                             return inner
                     continue
-            stack.extend(node.children)
+            stack.extend(children(node))
     return None
 
 

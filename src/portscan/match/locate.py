@@ -12,6 +12,8 @@ from contextlib import nullcontext, suppress
 import libcst as cst
 from libcst._nodes.internal import CodegenState
 
+from portscan.leancst import is_view
+
 _NULL = nullcontext()
 
 
@@ -86,6 +88,8 @@ def locate(module: cst.Module, nodes: Iterable[cst.CSTNode]) -> dict[int, tuple[
     Expression ranges exclude surrounding parentheses and whitespace, like libcst's
     ``PositionProvider``; other nodes (statement blocks) include their whitespace.
     """
+    if is_view(module):  # a view knows where its nodes are (those in its tree)
+        return {id(node): at for node in nodes if (at := getattr(node, "_pos", None)) is not None}
     wanted = {id(node) for node in nodes}
     if not wanted:
         return {}

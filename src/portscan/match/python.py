@@ -77,10 +77,10 @@ from portscan.kinds import Pattern
 from portscan.kinds.requirement import SETUP_REQUIREMENT_SECTIONS
 from portscan.ruleset.schema import Rule
 
+#: comparison operators by class name (a view's classes are LibCST's, subclassed)
 _OPERATORS = {
-    cst.LessThan: "<", cst.LessThanEqual: "<=", cst.GreaterThan: ">",
-    cst.GreaterThanEqual: ">=", cst.Equal: "==", cst.NotEqual: "!=", cst.In: "in",
-    cst.NotIn: "not in", cst.Is: "is", cst.IsNot: "is not",
+    "LessThan": "<", "LessThanEqual": "<=", "GreaterThan": ">", "GreaterThanEqual": ">=", "Equal": "==",
+    "NotEqual": "!=", "In": "in", "NotIn": "not in", "Is": "is", "IsNot": "is not",
 }
 #: Where CUDA extensions are declared; their sources are linked to the kernel scan.
 EXTENSION_BUILDERS = frozenset({
@@ -823,7 +823,7 @@ class _Collector(Walker):
     def visit_Comparison(self, node: cst.Comparison) -> bool:
         left = node.left
         for target in node.comparisons:
-            op = _OPERATORS.get(type(target.operator))
+            op = _OPERATORS.get(type(target.operator).__name__)
             right = target.comparator
             if op in ("is", "is not", "==", "!="):
                 for side, other in ((left, right), (right, left)):
@@ -1079,7 +1079,7 @@ class _Resolver:
         return any(arg.star == "**" for arg in call.args)
 
     def operator(self, target: cst.ComparisonTarget) -> str:
-        return _OPERATORS.get(type(target.operator), "")
+        return _OPERATORS.get(type(target.operator).__name__, "")
 
     def commands(self, expr: cst.BaseExpression, scope: Scope) -> Iterator[tuple[str, cst.BaseExpression]]:
         return self._commands(expr, scope, 0)

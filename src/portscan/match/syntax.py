@@ -3,57 +3,15 @@ string text and the programs a shell command line runs. Nothing here is evaluate
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import posixpath
 from collections.abc import Callable, Iterator
 
 import libcst as cst
 
+from portscan.leancst import children
 from portscan.match import snippet
 from portscan.match.commands import SHELLS, commands
 from portscan.ruleset.table import MISSING
-
-
-#: fields that hold only whitespace, comments, brackets and punctuation
-_TRIVIA_FIELDS = frozenset({"lpar", "rpar", "comma", "semicolon", "leading_lines", "lines_after_decorators",
-                            "header", "footer", "newline", "trailing_whitespace", "dot", "equal", "colon",
-                            "lbracket", "rbracket", "lbrace", "rbrace"})
-
-
-#: where a node's fields are not declared in source order, the order LibCST visits them
-_SOURCE_ORDER = {
-    "Arg": ("star", "keyword", "value"),
-    "Parameters": ("posonly_params", "posonly_ind", "params", "star_arg", "kwonly_params", "star_kwarg"),
-    "IfExp": ("body", "test", "orelse"),
-    "ExceptHandler": ("type", "name", "body"),
-    "ExceptStarHandler": ("type", "name", "body"),
-    "FunctionDef": ("decorators", "asynchronous", "name", "type_parameters", "params", "returns", "body"),
-    "ClassDef": ("decorators", "name", "type_parameters", "bases", "keywords", "body"),
-    "MatchCase": ("pattern", "guard", "body"),
-    "TypeAlias": ("name", "type_parameters", "value"),
-}
-
-
-@functools.cache
-def _child_fields(cls: type) -> tuple[str, ...]:
-    names = [f.name for f in dataclasses.fields(cls)
-             if f.name not in _TRIVIA_FIELDS and not f.name.startswith("whitespace")]
-    order = _SOURCE_ORDER.get(cls.__name__)
-    return tuple(sorted(names, key=order.index) if order else names)
-
-
-def children(node: cst.CSTNode) -> list[cst.CSTNode]:
-    """A node's children that carry code, in source order: no whitespace, comments or
-    punctuation. Much cheaper than LibCST's ``node.children``, which rebuilds the node."""
-    found: list[cst.CSTNode] = []
-    for name in _child_fields(type(node)):
-        value = getattr(node, name)
-        if isinstance(value, cst.CSTNode):
-            found.append(value)
-        elif type(value) is tuple or type(value) is list:
-            found += [item for item in value if isinstance(item, cst.CSTNode)]
-    return found
 
 
 class Walker:
