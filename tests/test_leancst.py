@@ -27,7 +27,7 @@ from portscan.testing import example_cases, example_project
 from conftest import REPO
 
 #: the fields whose values the matcher reads, by class
-SCALARS = {"Name": ("value",), "SimpleString": ("value",), "Integer": ("value",), "Float": ("value",),
+SCALARS = {"Name": ("value",), "SimpleString": ("value", "evaluated_value"), "Integer": ("value",), "Float": ("value",),
            "Imaginary": ("value",), "FormattedStringText": ("value",), "FormattedStringExpression": ("conversion",),
            "FormattedString": ("start", "end"), "Arg": ("star",), "Index": ("star",), "Param": ("star",),
            "Comment": ("value",)}

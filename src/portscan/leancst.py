@@ -41,13 +41,20 @@ class Unsupported(Exception):
 # --------------------------------------------------------------------------- node classes
 
 
-def _view_class(base: type) -> type:
+def _view_class(base: type, **extra: Any) -> type:
     """A subclass of a LibCST node class that can be filled in field by field: the same
     ``isinstance`` answers, fields and properties (``evaluated_value``, ...), plus the
     node's children (``_kids``) and character offsets (``_pos``)."""
     return type(base.__name__, (base,), {
-        "__slots__": ("_kids", "_pos"), "__setattr__": object.__setattr__, "__module__": __name__,
-        "__doc__": f"A view of :class:`libcst.{base.__name__}` (see :mod:`portscan.leancst`)."})
+        "__slots__": ("_kids", "_pos", *extra.pop("slots", ())), "__setattr__": object.__setattr__,
+        "__module__": __name__,
+        "__doc__": f"A view of :class:`libcst.{base.__name__}` (see :mod:`portscan.leancst`).", **extra})
+
+
+def _string_value(node: Any) -> str | bytes:
+    """A string token's value: CPython's, where its parse had it (no ``literal_eval``)."""
+    value = node._value
+    return value if value is not None else cst.SimpleString.evaluated_value.fget(node)  # type: ignore[attr-defined]
 
 
 _NODE_CLASSES = (
@@ -65,6 +72,7 @@ _NODE_CLASSES = (
 )
 #: LibCST class name -> its view class
 V: dict[str, type] = {name: _view_class(getattr(cst, name)) for name in _NODE_CLASSES}
+V["SimpleString"] = _view_class(cst.SimpleString, slots=("_value",), evaluated_value=property(_string_value))
 
 
 class Module(cst.Module):
@@ -738,6 +746,8 @@ class _Builder:
         while index < last:
             tokens.append(self._token(index))
             index = _past(_GAP, text, tokens[-1]._pos[1])
+        if len(tokens) == 1 and isinstance(node, ast.Constant):
+            tokens[0]._value = node.value  # the token is the whole literal
         view = tokens[-1]
         for left in reversed(tokens[:-1]):
             joined = _new(V["ConcatenatedString"])
@@ -761,6 +771,7 @@ class _Builder:
             raise Unsupported("string literal")
         view = _new(V["SimpleString"])
         view.value = text[index:match.end()]
+        view._value = None
         view.lpar = view.rpar = ()
         view._kids = ()
         view._pos = (index, match.end())

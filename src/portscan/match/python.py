@@ -133,7 +133,7 @@ class Scope:
     for anything else (parameter, assignment, def, class, relative import)."""
 
     __slots__ = ("parent", "is_class", "bindings", "values", "loop_items", "global_names", "first_party",
-                 "imports", "functions", "params", "param_order", "returns")
+                 "imports", "params", "param_order", "returns")
 
     def __init__(self, parent: Scope | None, is_class: bool = False) -> None:
         self.parent = parent
@@ -151,8 +151,6 @@ class Scope:
         self.imports: dict[str, list[cst.Import | cst.ImportFrom]] = {}
         #: parameter name -> (the def, its position among positional parameters or None)
         self.params: dict[str, tuple[cst.FunctionDef | cst.Lambda, int | None]] = {}
-        #: name -> the body scopes of the defs that bind it here (helpers are followed into them)
-        self.functions: dict[str, list[Scope]] = {}
         #: a def's body scope: its positional parameters in order, and what its ``return``
         #: statements give
         self.param_order: list[str] = []
@@ -370,6 +368,10 @@ class _Collector(Walker):
         self._stored: set[int] = set()
         #: (name, body scope) of every def, in source order
         self.defs: list[tuple[str, Scope]] = []
+        #: (id(scope), name) -> the body scopes of the defs that bind the name there (helpers
+        #: are followed into them); kept here, not in the scope: a scope holding its children
+        #: and held by them is a cycle only the garbage collector frees
+        self.functions: dict[tuple[int, str], list[Scope]] = {}
         #: (key text, value, scope) of dict literal items with a string key (``{"nvcc": [...]}``)
         self.dict_items: list[tuple[str, cst.BaseExpression, Scope]] = []
 
@@ -480,7 +482,7 @@ class _Collector(Walker):
         self.scope.bind(node.name.value)
         outer = self.scope
         body = self._push(node)
-        outer.functions.setdefault(node.name.value, []).append(body)
+        self.functions.setdefault((id(outer), node.name.value), []).append(body)
         self.defs.append((node.name.value, body))
         self._bind_params(node.params, node)
         params = node.params
@@ -1411,13 +1413,13 @@ class _Resolver:
             owner = scope.lookup(func.value)
             if owner is None or any(q is not None for q in owner.bindings[func.value]):
                 return []
-            return owner.functions.get(func.value, [])
+            return self.c.functions.get((id(owner), func.value), [])
         if (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name)
                 and func.value.value in ("self", "cls")):
             owner = scope.lookup(func.value.value)  # the method's own scope binds self
             cls = owner.parent if owner is not None else None
             if cls is not None and cls.is_class:
-                return cls.functions.get(func.attr.value, [])
+                return self.c.functions.get((id(cls), func.attr.value), [])
         return []
 
     def _builders(self, call: cst.Call, scope: Scope) -> set[str]:

@@ -25,15 +25,17 @@ class Walker:
     """
 
     def __init__(self) -> None:
-        self._dispatch: dict[type, Callable[[cst.CSTNode], bool | None] | None] = {}
+        #: node class -> the visit method's function (not bound: a walker holds no cycle
+        #: through it, so a file's walk and tree are freed as soon as the scan drops them)
+        self._dispatch: dict[type, Callable[[Walker, cst.CSTNode], bool | None] | None] = {}
 
     def walk(self, node: cst.CSTNode) -> None:
         cls = type(node)
         try:
             visit = self._dispatch[cls]
         except KeyError:
-            visit = self._dispatch[cls] = getattr(self, "visit_" + cls.__name__, None)
-        if visit is not None and visit(node) is False:
+            visit = self._dispatch[cls] = getattr(type(self), "visit_" + cls.__name__, None)
+        if visit is not None and visit(self, node) is False:
             return
         for child in children(node):
             self.walk(child)
