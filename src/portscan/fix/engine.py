@@ -39,7 +39,9 @@ from portscan.match.levels import FALLBACK, TYPE_CHECKING, VENDOR_BRANCH
 from portscan.match.python import ModuleWalk
 from portscan.model import Finding
 from portscan.scan import declares_extensions, findings_from
-from portscan.parse import LineIndex, SourceError, lines_with_ends, paused_gc, parse_python, with_deep_stack
+from portscan.leancst import is_view
+from portscan.parse import (LineIndex, SourceError, lines_with_ends, parse_for_matching, parse_python, paused_gc,
+                            with_deep_stack)
 from portscan.suppress import covers, suppressions
 from portscan.ruleset.schema import Rule
 from portscan.ruleset.loader import RuleSet
@@ -424,8 +426,8 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     candidates = rules.candidates(text)
     if not any(r.fix is not None for r in candidates):
         return FileFix(path, text, text)
-    try:
-        module = parse_python(text)
+    try:  # the scan's fast parse first: a file with nothing to fix never meets LibCST
+        module = parse_for_matching(text)
     except SourceError as exc:
         return FileFix(path, text, text, error=exc.message)
     silenced = silencer(text)
@@ -436,6 +438,11 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         skipped = tuple(NotFixed(m.rule.code, m.rule.name, index.position(m.start)[0], reason)
                         for m, reason in guarded(matches, silenced))
         return FileFix(path, text, text, not_fixed=skipped, findings=found(text, matches))
+    if is_view(module):  # rewrites need LibCST's own tree
+        del walk, matches, module  # the view goes before LibCST's parse (memory)
+        module = parse_python(text)
+        walk = ModuleWalk(module, candidates, first_party)
+        matches = walk.matches()
     before = found(text, matches)
     compiled = _compiles(text, path)
     module_name, package = module_names(path)
@@ -466,18 +473,19 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         if new == current:
             matches = last.matches
             break
-        try:
-            module = parse_python(new)  # the check, and the next pass's tree
+        done, imported, emptied = last.applied, walk.names.from_imports, walk.names.emptied_fallbacks
+        del last, fixed, walk, module  # the pass's trees go before the next parse (memory)
+        try:  # the check, with the scan's fast parse: LibCST only if another pass is due
+            module = parse_for_matching(new)
         except SourceError as exc:
             return FileFix(path, text, text, error=f"a fix produced code that does not parse "
                                                    f"({exc.message}); the file is unchanged")
         if compiled and not _compiles(new, path):
             return FileFix(path, text, text, error="a fix produced code that does not compile; "
                                                    "the file is unchanged")
-        applied += origins.advance(new, last.applied)
+        applied += origins.advance(new, done)
         current = new
         candidates, silenced = rules.candidates(current), silencer(current)
-        imported, emptied = walk.names.from_imports, walk.names.emptied_fallbacks
         walk = ModuleWalk(module, candidates, first_party)
         lost = sorted((walk.names.free - free) & imported)
         if lost:  # an import removed while the module still uses its name
@@ -490,6 +498,13 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         if not fixable(matches, silenced):  # settled: nothing left
             declined = []
             break
+        if is_view(module):  # the next pass rewrites: LibCST's own tree
+            try:
+                module = parse_python(new)
+            except SourceError as exc:
+                return FileFix(path, text, text, error=f"a fix produced code that does not parse "
+                                                       f"({exc.message}); the file is unchanged")
+            walk = ModuleWalk(module, candidates, first_party)
     else:
         return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
                                                "the file is unchanged")
