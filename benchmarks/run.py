@@ -22,6 +22,11 @@ process, interpreter start included), several times, median reported:
               portscan reads, under --accuracy-cache; skipped when the trees are not there:
               `benchmarks/accuracy/run.py` fetches them), each against a read-and-regex pass
               over those same files
+  parsers     the corpus and every accuracy tree scanned again with `--parser libcst` (the
+              LibCST-only path): its time, and whether its JSON report is the default
+              parser's byte for byte (issue 18: the findings must be identical)
+  fix         `portscan fix --diff` of one generated 2.4 MB module (20,000 functions and a
+              data blob; one fixable import): LibCST parses only what it rewrites
   formats     `portscan scan --no-cache` of fixtures/cuda-trainer as JSON and as SARIF
               (whose `fixes` run the fix engine), alternating, and their ratio
   verify      per-step overhead of `portscan verify`'s injected hooks: median step time of
@@ -61,9 +66,10 @@ REPO = HERE.parent
 RESULTS = HERE / "RESULTS.md"
 #: the console script, as users run it (`python -m` would put the cwd on sys.path)
 PORTSCAN = str(Path(sys.executable).parent / "portscan")
-SCENARIOS = ("regex", "cold", "warm", "precommit", "semgrep", "generated", "accuracy", "formats", "verify")
+SCENARIOS = ("regex", "cold", "warm", "precommit", "semgrep", "generated", "accuracy", "parsers", "fix", "formats",
+             "verify")
 #: scenarios whose ratios are against the corpus's regex pass
-_ON_CORPUS = frozenset({"cold", "warm", "precommit", "semgrep", "formats"})
+_ON_CORPUS = frozenset({"cold", "warm", "precommit", "semgrep", "formats", "parsers"})
 GENERATED_LINES = 120_000
 LARGEST_TREES = 3
 
@@ -162,6 +168,21 @@ def write_generated(directory: Path, import_torch: bool = False, lines: int = GE
     return path
 
 
+def big_module() -> str:
+    """A 2.4 MB module with one fixable finding (``import pynvml``): 20,000 small functions
+    and an embedded data blob, the shape of a generated module in a repository."""
+    functions = "".join(f"def f{i}(x):\n    return x + {i}\n\n" for i in range(20_000))
+    blob = "".join(f"{i:08x}," for i in range(190_000))
+    return f'import pynvml\nDATA = """{blob}"""\n' + functions
+
+
+def same_report(a: Path, b: Path) -> bool:
+    """Do two JSON reports hold the same findings, errors and extensions?"""
+    left, right = (json.loads(p.read_text(encoding="utf-8")) for p in (a, b))
+    keys = ("findings", "errors", "extensions", "summary")
+    return all(left[k] == right[k] for k in keys)
+
+
 def tree_files(root: Path) -> list[Path]:
     """The files a scan of ``root`` reads (portscan's own discovery, the tree's config)."""
     from portscan.config import find_config, load_config
@@ -229,11 +250,14 @@ TARGETS = (
            ("generated_s", "ast_parse_s")),
     Target("generated 3 MB module ≤ 300 MB", 300, "MB", lambda m: m["generated_rss_mb"], ("generated_rss_mb",)),
     Target("pre-commit run ≤ 0.6 s", 0.6, "s", lambda m: m["precommit_s"], ("precommit_s",)),
+    Target("fix on a 2.4 MB module < 10 s", 10, "s", lambda m: m["fix_s"], ("fix_s",)),
+    Target("trees whose findings differ between the parsers", 0, "n", lambda m: m["parser_differences"],
+           ("parser_differences",)),
 )
 
 
 def _amount(value: float, unit: str) -> str:
-    return {"s": f"{value:.2f} s", "x": f"{value:.1f}x", "MB": f"{value:.0f} MB"}[unit]
+    return {"s": f"{value:.2f} s", "x": f"{value:.1f}x", "MB": f"{value:.0f} MB", "n": f"{value:.0f}"}[unit]
 
 
 def target_rows(measured: Mapping[str, float], targets: Sequence[Target] = TARGETS) -> list[tuple[str, str, str]]:
@@ -246,7 +270,7 @@ def target_rows(measured: Mapping[str, float], targets: Sequence[Target] = TARGE
             continue
         value = target.value(measured)
         status = "met" if value <= target.limit else \
-            f"**missed** ({value / target.limit:.1f}x the limit)"
+            f"**missed** ({value / target.limit:.1f}x the limit)" if target.limit else "**missed**"
         rows.append((target.label, _amount(value, target.unit), status))
     return rows
 
@@ -352,8 +376,12 @@ def main() -> int:
         def vs(m: Measure) -> str:
             return f"{m.seconds / baseline:.1f}x regex" if baseline else "—"
 
-        if "cold" in only:
-            cold = repeated(lambda: portscan("scan", "--no-cache", "--format", "json", str(corpus)), args.repeat)
+        reports = Path(scratch) / "reports"
+        reports.mkdir()
+        if "cold" in only or "parsers" in only:
+            default_report = reports / "corpus.json"
+            cold = repeated(lambda: portscan("scan", "--no-cache", "--format", "json", "-o", str(default_report),
+                                             str(corpus)), args.repeat)
             measured["cold_s"], measured["cold_rss_mb"] = cold.seconds, cold.rss_mb
             row("cold scan (no cache)", cold, vs(cold))
 
@@ -422,6 +450,33 @@ def main() -> int:
                     row(f"accuracy tree {root.name}: regex pass over the {len(files):,} files portscan reads "
                         f"({size / 1e6:.1f} MB)", floor, "1.0x")
                     row(f"accuracy tree {root.name}: cold scan", scan, f"{scan.seconds / floor.seconds:.1f}x regex")
+
+        if "parsers" in only:
+            libcst_report = reports / "corpus-libcst.json"
+            libcst = repeated(lambda: portscan("scan", "--no-cache", "--parser", "libcst", "--format", "json", "-o",
+                                               str(libcst_report), str(corpus)), args.repeat)
+            row("cold scan with --parser libcst (the LibCST-only path)", libcst, vs(libcst))
+            trees = sorted(p for p in (args.accuracy_cache / "trees").glob("*") if p.is_dir())
+            differ = [] if same_report(default_report, libcst_report) else [corpus.name]
+            for root in trees:
+                pair = [reports / f"{root.name}.{parser}.json" for parser in ("ast", "libcst")]
+                for parser, out in zip(("ast", "libcst"), pair, strict=True):
+                    portscan("scan", "--no-cache", "--parser", parser, "--format", "json", "-o", str(out), ".",
+                             cwd=root)
+                differ += [] if same_report(*pair) else [root.name]
+            measured["parser_differences"] = len(differ)
+            notes.append(f"Parsers: the JSON reports of the default parser and of `--parser libcst` are "
+                         f"{'the same' if not differ else 'different'} on the corpus and on {len(trees)} accuracy "
+                         f"trees{': ' + ', '.join(differ) if differ else ''}.")
+
+        if "fix" in only:
+            where = Path(scratch) / "fix"
+            where.mkdir()
+            module = where / "big.py"
+            module.write_text(big_module(), encoding="utf-8")
+            fix = repeated(lambda: portscan("fix", "--diff", "--no-cache", module.name, cwd=where), args.repeat)
+            measured["fix_s"] = fix.seconds
+            row(f"fix --diff of a generated {module.stat().st_size / 1e6:.1f} MB module (one fixable import)", fix, "")
 
         if "formats" in only:
             fixture = REPO / "fixtures" / "cuda-trainer"

@@ -73,6 +73,7 @@ _NODE_CLASSES = (
 #: LibCST class name -> its view class
 V: dict[str, type] = {name: _view_class(getattr(cst, name)) for name in _NODE_CLASSES}
 V["SimpleString"] = _view_class(cst.SimpleString, slots=("_value",), evaluated_value=property(_string_value))
+_NAME = V["Name"]
 
 
 class Module(cst.Module):
@@ -313,6 +314,7 @@ class _Builder:
 
     def __init__(self, text: str) -> None:
         self.text = text
+        self.size = len(text)
         self.starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
         self.ascii = text.isascii()
         self._encoded: dict[int, bytes] = {}
@@ -347,7 +349,7 @@ class _Builder:
         view = build(self, node)
         start, end = view._pos
         text = self.text
-        if end < len(text) and text[end] not in _MAY_CLOSE:
+        if end < self.size and text[end] not in _MAY_CLOSE:
             return view  # neither ``)`` nor a blank follows: no parentheses (most nodes)
         count = _wrapping(text, start, end) - owned
         if count > 0:
@@ -358,20 +360,22 @@ class _Builder:
     def opt(self, node: Any) -> Any:
         return None if node is None else self.e(node)
 
-    def _name(self, node: ast.Name) -> Any:
-        view = _new(V["Name"])
+    def _name(self, node: ast.Name) -> Any:  # the most common node: spans inlined
+        view = _new(_NAME)
         view.value = node.id
-        view.lpar = view.rpar = ()
-        view._kids = ()
-        view._pos = self.span(node)
+        view.lpar = view.rpar = view._kids = ()
+        if self.ascii:
+            start = self.starts[node.lineno - 1] + node.col_offset
+            view._pos = (start, start + node.end_col_offset - node.col_offset)  # one line
+        else:
+            view._pos = self.span(node)
         return view
 
     def name_at(self, value: str, start: int) -> Any:
         """A ``Name`` written at a module offset (a keyword, a def's name, an alias)."""
-        view = _new(V["Name"])
+        view = _new(_NAME)
         view.value = value
-        view.lpar = view.rpar = ()
-        view._kids = ()
+        view.lpar = view.rpar = view._kids = ()
         view._pos = (start, start + len(value))
         return view
 
@@ -430,10 +434,10 @@ class _Builder:
         else:
             view.star = ""
             value = self.e(item)
-            start = self._outer_start(value)
+            start = self._outer_start(value) if value.lpar else value._pos[0]
         view.value, view.keyword = value, keyword
         view._kids = (value,) if keyword is None else (keyword, value)
-        view._pos = (start, self._outer_end(value))
+        view._pos = (start, self._outer_end(value) if value.lpar else value._pos[1])
         return view
 
     def _constant(self, node: ast.Constant) -> Any:
