@@ -360,15 +360,11 @@ class _Builder:
     def opt(self, node: Any) -> Any:
         return None if node is None else self.e(node)
 
-    def _name(self, node: ast.Name) -> Any:  # the most common node: spans inlined
+    def _name(self, node: ast.Name) -> Any:
         view = _new(_NAME)
         view.value = node.id
         view.lpar = view.rpar = view._kids = ()
-        if self.ascii:
-            start = self.starts[node.lineno - 1] + node.col_offset
-            view._pos = (start, start + node.end_col_offset - node.col_offset)  # one line
-        else:
-            view._pos = self.span(node)
+        view._pos = self.span(node)
         return view
 
     def name_at(self, value: str, start: int) -> Any:
