@@ -7,8 +7,8 @@ values, the shape of expressions and statements, and where each node starts and 
 of the memory) and builds, from its tree, nodes of LibCST's own classes with just those
 fields, so the one matcher runs on either tree unchanged.
 
-What a view node carries: every field LibCST's walk reads (:func:`portscan.match.syntax.
-children`), with the values LibCST gives them (raw literal text, operators, ``lpar`` for
+What a view node carries: every field LibCST's walk reads (:func:`children`), with the
+values LibCST gives them (raw literal text, operators, ``lpar`` for
 parenthesised expressions, statements grouped into lines, ``leading_lines`` of a
 statement line); its children in source order (``_kids``); and its character offsets
 (``_pos``), which :func:`portscan.match.locate.locate` reads instead of generating code.
@@ -26,6 +26,7 @@ import ast
 import dataclasses
 import functools
 import re
+from types import SimpleNamespace
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -68,12 +69,11 @@ _NODE_CLASSES = (
     "Global", "Nonlocal", "NameItem", "Del", "Assign", "AssignTarget", "AnnAssign", "AugAssign", "Import",
     "ImportFrom", "ImportAlias", "AsName", "ImportStar", "Dot", "If", "Else", "For", "While", "Try", "TryStar",
     "ExceptHandler", "ExceptStarHandler", "Finally", "With", "WithItem", "Asynchronous", "SimpleStatementLine",
-    "SimpleStatementSuite", "IndentedBlock", "EmptyLine", "Comment", "LeftParen", "RightParen", "AssignEqual",
+    "SimpleStatementSuite", "IndentedBlock", "EmptyLine", "Comment", "LeftParen", "RightParen",
 )
 #: LibCST class name -> its view class
 V: dict[str, type] = {name: _view_class(getattr(cst, name)) for name in _NODE_CLASSES}
 V["SimpleString"] = _view_class(cst.SimpleString, slots=("_value",), evaluated_value=property(_string_value))
-_NAME = V["Name"]
 
 
 class Module(cst.Module):
@@ -100,6 +100,31 @@ class Module(cst.Module):
 _new: Callable[[type], Any] = object.__new__  # a node of a view class, its fields unset
 
 
+def _maker(view_class: type) -> Callable[..., Any]:
+    """``make.<Class>(pos, kids, *, <field>=...)``: a view node with its fields, children
+    and offsets. Generated per class, the way dataclasses make ``__init__``, so filling a
+    node costs what assigning its fields by hand does (a view has a million of them)."""
+    base = view_class.__mro__[1]
+    fields = {f.name for f in dataclasses.fields(base)}
+    own_slots: tuple[str, ...] = view_class.__slots__  # type: ignore[attr-defined]
+    named = [*_child_fields(base), *(name for name in own_slots if name not in ("_kids", "_pos"))]
+    if "leading_lines" in fields:
+        named.append("leading_lines")
+    parentheses = "    view.lpar = view.rpar = ()\n" if "lpar" in fields else ""  # Builder.e adds any
+    parameters = [f"{name}=None" for name in named]
+    assigned = "".join(f"    view.{name} = {name}\n" for name in named) + parentheses
+    source = (f"def {base.__name__}(pos, kids{', *, ' + ', '.join(parameters) if parameters else ''}):\n"
+              f"    view = new(cls)\n{assigned}    view._kids = kids\n    view._pos = pos\n    return view\n")
+    namespace: dict[str, Any] = {"new": object.__new__, "cls": view_class}
+    exec(source, namespace)  # noqa: S102 - our own text, from LibCST's field names
+    return namespace[base.__name__]  # type: ignore[no-any-return]
+
+
+def _present(*nodes: Any) -> tuple[Any, ...]:
+    """The nodes that are there (an optional field is None where it is absent)."""
+    return tuple([node for node in nodes if node is not None])
+
+
 def _leaf(name: str) -> Any:
     """One shared node for a class without fields (operators, ``*``, ``pass``...)."""
     node = _new(V[name])
@@ -119,22 +144,17 @@ _OPERATORS: dict[type, Any] = {
     ast.GtE: "GreaterThanEqual", ast.Is: "Is", ast.IsNot: "IsNot", ast.In: "In", ast.NotIn: "NotIn",
     ast.And: "And", ast.Or: "Or", ast.Not: "Not", ast.USub: "Minus", ast.UAdd: "Plus", ast.Invert: "BitInvert",
 }
-for _name in set(_OPERATORS.values()) | {f"{n}Assign" for n in (
-        "Add", "Subtract", "Multiply", "Divide", "FloorDivide", "Modulo", "Power", "LeftShift", "RightShift",
-        "BitOr", "BitAnd", "BitXor", "MatrixMultiply")}:
-    V[_name] = _view_class(getattr(cst, _name))
+#: ``x += 1`` and the like: LibCST's class for each binary operator's augmented form
+_AUGMENTED = {kind: f"{name}Assign" for kind, name in _OPERATORS.items() if issubclass(kind, ast.operator)}
+V.update({name: _view_class(getattr(cst, name)) for name in {*_OPERATORS.values(), *_AUGMENTED.values()}})
 
 #: every view class (``children()`` reads the ``_kids`` of these)
 VIEW_CLASSES = frozenset({*V.values(), Module})
 _OP = {kind: _leaf(name) for kind, name in _OPERATORS.items()}
-_AUG = {kind: _leaf(f"{name}Assign") for kind, name in _OPERATORS.items()
-        if isinstance(kind, type) and issubclass(kind, ast.operator)}
+_AUG = {kind: _leaf(name) for kind, name in _AUGMENTED.items()}
 _LPAR, _RPAR = _leaf("LeftParen"), _leaf("RightParen")
 _ASYNC, _STAR, _DOT, _PARAM_STAR, _SLASH = (_leaf(n) for n in ("Asynchronous", "ImportStar", "Dot", "ParamStar",
                                                                "ParamSlash"))
-_ASSIGN_EQUAL = _leaf("AssignEqual")
-_SIMPLE = {ast.Pass: "Pass", ast.Break: "Break", ast.Continue: "Continue"}
-_CONVERSIONS = {115: "s", 114: "r", 97: "a"}
 
 
 # --------------------------------------------------------------------------- children of any node
@@ -182,6 +202,10 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
         elif type(value) is tuple or type(value) is list:
             found += [item for item in value if isinstance(item, cst.CSTNode)]
     return found
+
+
+#: ``make.<Class>(pos, kids, *, <field>=...)`` for every view class (see :func:`_maker`)
+make = SimpleNamespace(**{name: _maker(view_class) for name, view_class in V.items()})
 
 
 # --------------------------------------------------------------------------- text helpers
@@ -309,8 +333,8 @@ def _quote_at(text: str, index: int) -> str:
 
 
 class _Builder:
-    """Builds the view of one parsed module (or of an f-string placeholder, whose
-    offsets are shifted by ``delta`` into the module's text)."""
+    """Builds the view of one parsed text (a module, or an f-string placeholder's
+    expression, whose offsets the caller shifts into the module's text)."""
 
     def __init__(self, text: str) -> None:
         self.text = text
@@ -327,10 +351,11 @@ class _Builder:
         if self.ascii:
             return start + column
         encoded = self._encoded.get(line)
-        if encoded is None:
+        if encoded is None:  # the line's UTF-8, or b"" for an ASCII line (columns are characters)
             end = self.starts[line] if line < len(self.starts) else len(self.text)
-            encoded = self._encoded[line] = self.text[start:end].encode("utf-8", "surrogatepass")
-        return start + len(encoded[:column].decode("utf-8", "surrogatepass"))
+            text = self.text[start:end]
+            encoded = self._encoded[line] = b"" if text.isascii() else text.encode("utf-8", "surrogatepass")
+        return start + (len(encoded[:column].decode("utf-8", "surrogatepass")) if encoded else column)
 
     def span(self, node: Any) -> tuple[int, int]:
         if self.ascii:
@@ -361,19 +386,11 @@ class _Builder:
         return None if node is None else self.e(node)
 
     def _name(self, node: ast.Name) -> Any:
-        view = _new(_NAME)
-        view.value = node.id
-        view.lpar = view.rpar = view._kids = ()
-        view._pos = self.span(node)
-        return view
+        return make.Name(self.span(node), (), value=node.id)
 
     def name_at(self, value: str, start: int) -> Any:
-        """A ``Name`` written at a module offset (a keyword, a def's name, an alias)."""
-        view = _new(_NAME)
-        view.value = value
-        view.lpar = view.rpar = view._kids = ()
-        view._pos = (start, start + len(value))
-        return view
+        """A ``Name`` written at an offset (a keyword, a def's name, an alias)."""
+        return make.Name((start, start + len(value)), (), value=value)
 
     def find_name(self, value: str, after: int) -> Any:
         """The ``Name`` ``value`` at its first whole-word occurrence at or after an offset."""
@@ -381,25 +398,15 @@ class _Builder:
         return self.name_at(value, found if found != -1 else after)
 
     def _attribute(self, node: ast.Attribute) -> Any:
-        view = _new(V["Attribute"])
         value = self.e(node.value)
         start, end = self.span(node)
         attr = self.name_at(node.attr, end - len(node.attr))
-        view.value, view.attr = value, attr
-        view.lpar = view.rpar = ()
-        view._kids = (value, attr)
-        view._pos = (start, end)
-        return view
+        return make.Attribute((start, end), (value, attr), value=value, attr=attr)
 
     def _call(self, node: ast.Call) -> Any:
-        view = _new(V["Call"])
         func = self.e(node.func)
         args = self.arguments([*node.args, *node.keywords], self._outer_end(func))
-        view.func, view.args = func, args
-        view.lpar = view.rpar = ()
-        view._kids = (func, *args)
-        view._pos = self.span(node)
-        return view
+        return make.Call(self.span(node), (func, *args), func=func, args=args)
 
     def arguments(self, items: list[Any], after: int) -> list[Any]:
         """The ``Arg`` s of a call (or class bases) in the order written; ``after``: where
@@ -415,50 +422,34 @@ class _Builder:
         return args
 
     def arg(self, item: Any) -> Any:
-        view = _new(V["Arg"])
         keyword = None
         if isinstance(item, ast.keyword):
             start = self.at(item.lineno, item.col_offset)
-            view.star = "**" if item.arg is None else ""
+            star = "**" if item.arg is None else ""
             if item.arg is not None:
                 keyword = self.name_at(item.arg, start)
             value = self.e(item.value)
         elif isinstance(item, ast.Starred):
-            view.star = "*"
-            start = self.at(item.lineno, item.col_offset)
-            value = self.e(item.value)
+            star, start, value = "*", self.at(item.lineno, item.col_offset), self.e(item.value)
         else:
-            view.star = ""
-            value = self.e(item)
-            start = self._outer_start(value) if value.lpar else value._pos[0]
-        view.value, view.keyword = value, keyword
-        view._kids = (value,) if keyword is None else (keyword, value)
-        view._pos = (start, self._outer_end(value) if value.lpar else value._pos[1])
-        return view
+            star, value = "", self.e(item)
+            start = self._outer_start(value)
+        return make.Arg((start, self._outer_end(value)), _present(keyword, value), value=value, keyword=keyword,
+                        star=star)
 
     def _constant(self, node: ast.Constant) -> Any:
         value = node.value
         if isinstance(value, (str, bytes)):
             return self._string(node)
+        start, end = self.span(node)
         if value is None or value is True or value is False:
-            view = _new(V["Name"])
-            view.value = str(value)
-            view._kids = ()
-        elif value is ...:
-            view = _new(V["Ellipsis"])
-            view._kids = ()
-        else:
-            kind = "Integer" if isinstance(value, int) else "Float" if isinstance(value, float) else "Imaginary"
-            view = _new(V[kind])
-            start, end = self.span(node)
-            view.value = self.text[start:end]
-            view._kids = ()
-        view.lpar = view.rpar = ()
-        view._pos = self.span(node)
-        return view
+            return make.Name((start, end), (), value=str(value))  # LibCST: True is a name
+        if value is ...:
+            return make.Ellipsis((start, end), ())
+        kind = "Integer" if isinstance(value, int) else "Float" if isinstance(value, float) else "Imaginary"
+        return getattr(make, kind)((start, end), (), value=self.text[start:end])
 
     def _subscript(self, node: ast.Subscript) -> Any:
-        view = _new(V["Subscript"])
         value = self.e(node.value)
         inner = node.slice
         if isinstance(inner, ast.Tuple) and inner.elts:
@@ -470,55 +461,35 @@ class _Builder:
                             for item, element in zip(inner.elts, whole.elements, strict=True)]
         else:
             elements = [self.subscript_element(inner)]
-        view.value, view.slice = value, elements
-        view.lpar = view.rpar = ()
-        view._kids = (value, *elements)
-        view._pos = self.span(node)
-        return view
+        return make.Subscript(self.span(node), (value, *elements), value=value, slice=elements)
 
     def subscript_element(self, node: Any, built: Any = None) -> Any:
         """An element of a subscript (``built``: the view of ``node``, made already)."""
-        element = _new(V["SubscriptElement"])
         if isinstance(node, ast.Starred):
             raise Unsupported("starred subscript")
         if isinstance(node, ast.Slice):
             inner = built or self._slice(node)
         else:
-            inner = _new(V["Index"])
             value = built or self.e(node)
-            inner.value, inner.star = value, None
-            inner._kids = (value,)
-            inner._pos = value._pos
-        element.slice = inner
-        element._kids = (inner,)
-        element._pos = inner._pos
-        return element
+            inner = make.Index(value._pos, (value,), value=value, star=None)
+        return make.SubscriptElement(inner._pos, (inner,), slice=inner)
 
     def _slice(self, node: ast.Slice) -> Any:
-        view = _new(V["Slice"])
         lower, upper, step = self.opt(node.lower), self.opt(node.upper), self.opt(node.step)
-        view.lower, view.upper, view.step = lower, upper, step
-        view._kids = tuple(k for k in (lower, upper, step) if k is not None)
-        view._pos = self.span(node)
-        return view
+        return make.Slice(self.span(node), _present(lower, upper, step), lower=lower, upper=upper, step=step)
 
     def elements(self, items: Sequence[Any]) -> list[Any]:
         found = []
         for item in items:
-            if isinstance(item, ast.Starred):
-                element = _new(V["StarredElement"])
-                element.lpar = element.rpar = ()
+            if isinstance(item, ast.Starred):  # [*rest]
+                value = self.e(item.value)
+                found.append(make.StarredElement(self.span(item), (value,), value=value))
             else:
-                element = _new(V["Element"])
-            value = self.e(item.value if isinstance(item, ast.Starred) else item)
-            element.value = value
-            element._kids = (value,)
-            element._pos = self.span(item) if isinstance(item, ast.Starred) else value._pos
-            found.append(element)
+                value = self.e(item)
+                found.append(make.Element(value._pos, (value,), value=value))
         return found
 
     def _tuple(self, node: ast.Tuple) -> Any:
-        view = _new(V["Tuple"])
         start, end = self.span(node)
         elements = self.elements(node.elts)
         # LibCST: a tuple's own parentheses are its lpar/rpar, outside its range; the
@@ -527,212 +498,110 @@ class _Builder:
                 elements and self._outer_start(elements[0].value) == start):
             start = _skip_right(self.text, start + 1)
             end = _skip_left(self.text, end - 1) if elements else start
-        view.elements = elements
-        view.lpar = view.rpar = ()
-        view._kids = tuple(elements)
-        view._pos = (start, end)
-        return view
+        return make.Tuple((start, end), tuple(elements), elements=elements)
 
-    def _list(self, node: ast.List) -> Any:
-        view = _new(V["List"])
+    def _collection(self, node: ast.List | ast.Set) -> Any:
         elements = self.elements(node.elts)
-        view.elements = elements
-        view.lpar = view.rpar = ()
-        view._kids = tuple(elements)
-        view._pos = self.span(node)
-        return view
-
-    def _set(self, node: ast.Set) -> Any:
-        view = _new(V["Set"])
-        elements = self.elements(node.elts)
-        view.elements = elements
-        view.lpar = view.rpar = ()
-        view._kids = tuple(elements)
-        view._pos = self.span(node)
-        return view
+        return getattr(make, type(node).__name__)(self.span(node), tuple(elements), elements=elements)
 
     def _dict(self, node: ast.Dict) -> Any:
-        view = _new(V["Dict"])
         elements = []
         for key, value in zip(node.keys, node.values, strict=True):
-            if key is None:
-                element = _new(V["StarredDictElement"])
+            if key is None:  # {**other}
                 item = self.e(value)
-                element.value = item
-                element._kids = (item,)
-                element._pos = item._pos
+                elements.append(make.StarredDictElement(item._pos, (item,), value=item))
             else:
-                element = _new(V["DictElement"])
                 k, v = self.e(key), self.e(value)
-                element.key, element.value = k, v
-                element._kids = (k, v)
-                element._pos = (k._pos[0], v._pos[1])
-            elements.append(element)
-        view.elements = elements
-        view.lpar = view.rpar = ()
-        view._kids = tuple(elements)
-        view._pos = self.span(node)
-        return view
+                elements.append(make.DictElement((k._pos[0], v._pos[1]), (k, v), key=k, value=v))
+        return make.Dict(self.span(node), tuple(elements), elements=elements)
 
     def _boolop(self, node: ast.BoolOp) -> Any:
         values = [self.e(v) for v in node.values]
         operator = _OP[type(node.op)]
         left = values[0]
         for right in values[1:]:  # a and b and c: ((a and b) and c), as LibCST nests it
-            view = _new(V["BooleanOperation"])
-            view.left, view.operator, view.right = left, operator, right
-            view.lpar = view.rpar = ()
-            view._kids = (left, operator, right)
-            view._pos = (self._outer_start(left), self._outer_end(right))
-            left = view
+            left = make.BooleanOperation((self._outer_start(left), self._outer_end(right)),
+                                         (left, operator, right), left=left, operator=operator, right=right)
         return left
 
     def _outer_start(self, view: Any) -> int:
+        """Where a node starts with its parentheses (LibCST's range for them excludes them)."""
         start = view._pos[0]
         for _ in view.lpar:
             start = _skip_left(self.text, start) - 1
         return start
 
     def _outer_end(self, view: Any) -> int:
+        """Where a node ends with its parentheses."""
         end = view._pos[1]
         for _ in view.rpar:
             end = _skip_right(self.text, end) + 1
         return end
 
     def _binop(self, node: ast.BinOp) -> Any:
-        view = _new(V["BinaryOperation"])
-        left, right = self.e(node.left), self.e(node.right)
-        operator = _OP[type(node.op)]
-        view.left, view.operator, view.right = left, operator, right
-        view.lpar = view.rpar = ()
-        view._kids = (left, operator, right)
-        view._pos = self.span(node)
-        return view
+        left, operator, right = self.e(node.left), _OP[type(node.op)], self.e(node.right)
+        return make.BinaryOperation(self.span(node), (left, operator, right), left=left,
+                                    operator=operator, right=right)
 
     def _unaryop(self, node: ast.UnaryOp) -> Any:
-        view = _new(V["UnaryOperation"])
         operator, expression = _OP[type(node.op)], self.e(node.operand)
-        view.operator, view.expression = operator, expression
-        view.lpar = view.rpar = ()
-        view._kids = (operator, expression)
-        view._pos = self.span(node)
-        return view
+        return make.UnaryOperation(self.span(node), (operator, expression), operator=operator,
+                                   expression=expression)
 
     def _compare(self, node: ast.Compare) -> Any:
-        view = _new(V["Comparison"])
         left = self.e(node.left)
         targets = []
         for op, comparator in zip(node.ops, node.comparators, strict=True):
-            target = _new(V["ComparisonTarget"])
             operator, value = _OP[type(op)], self.e(comparator)
-            target.operator, target.comparator = operator, value
-            target._kids = (operator, value)
-            target._pos = value._pos
-            targets.append(target)
-        view.left, view.comparisons = left, targets
-        view.lpar = view.rpar = ()
-        view._kids = (left, *targets)
-        view._pos = self.span(node)
-        return view
+            targets.append(make.ComparisonTarget(value._pos, (operator, value), operator=operator,
+                                                 comparator=value))
+        return make.Comparison(self.span(node), (left, *targets), left=left, comparisons=targets)
 
     def _ifexp(self, node: ast.IfExp) -> Any:
-        view = _new(V["IfExp"])
         body, test, orelse = self.e(node.body), self.e(node.test), self.e(node.orelse)
-        view.test, view.body, view.orelse = test, body, orelse
-        view.lpar = view.rpar = ()
-        view._kids = (body, test, orelse)
-        view._pos = self.span(node)
-        return view
+        return make.IfExp(self.span(node), (body, test, orelse), test=test, body=body, orelse=orelse)
 
     def _lambda(self, node: ast.Lambda) -> Any:
-        view = _new(V["Lambda"])
         params, body = self.parameters(node.args), self.e(node.body)
-        view.params, view.body = params, body
-        view.lpar = view.rpar = ()
-        view._kids = (params, body)
-        view._pos = self.span(node)
-        return view
+        return make.Lambda(self.span(node), (params, body), params=params, body=body)
 
     def _namedexpr(self, node: ast.NamedExpr) -> Any:
-        view = _new(V["NamedExpr"])
         target, value = self.e(node.target), self.e(node.value)
-        view.target, view.value = target, value
-        view.lpar = view.rpar = ()
-        view._kids = (target, value)
-        view._pos = self.span(node)
-        return view
+        return make.NamedExpr(self.span(node), (target, value), target=target, value=value)
 
     def _await(self, node: ast.Await) -> Any:
-        view = _new(V["Await"])
         expression = self.e(node.value)
-        view.expression = expression
-        view.lpar = view.rpar = ()
-        view._kids = (expression,)
-        view._pos = self.span(node)
-        return view
+        return make.Await(self.span(node), (expression,), expression=expression)
 
     def _yield(self, node: ast.Yield | ast.YieldFrom) -> Any:
-        view = _new(V["Yield"])
         value = self.opt(node.value)
         if isinstance(node, ast.YieldFrom):
-            wrapper = _new(V["From"])
-            wrapper.item = value
-            wrapper._kids = (value,)
-            wrapper._pos = value._pos
-            value = wrapper
-        view.value = value
-        view.lpar = view.rpar = ()
-        view._kids = () if value is None else (value,)
-        view._pos = self.span(node)
-        return view
+            value = make.From(value._pos, (value,), item=value)
+        return make.Yield(self.span(node), () if value is None else (value,), value=value)
 
-    def _comp(self, node: Any) -> Any:
-        kind = {ast.ListComp: "ListComp", ast.SetComp: "SetComp", ast.GeneratorExp: "GeneratorExp",
-                ast.DictComp: "DictComp"}[type(node)]
-        view = _new(V[kind])
+    def _comp(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp) -> Any:
         start, end = self.span(node)
         if isinstance(node, ast.DictComp):
             key, value = self.e(node.key), self.e(node.value)
-            view.key, view.value = key, value
-            results: tuple[Any, ...] = (key, value)
+            results: dict[str, Any] = {"key": key, "value": value}
         else:
-            elt = self.e(node.elt)
-            view.elt = elt
-            results = (elt,)
+            results = {"elt": self.e(node.elt)}
         for_in = None
         for generator in reversed(node.generators):
-            comp = _new(V["CompFor"])
             target, iterable = self.e(generator.target), self.e(generator.iter)
-            ifs = []
-            for test in generator.ifs:
-                compif = _new(V["CompIf"])
-                value = self.e(test)
-                compif.test = value
-                compif._kids = (value,)
-                compif._pos = value._pos
-                ifs.append(compif)
-            comp.target, comp.iter, comp.ifs, comp.inner_for_in = target, iterable, ifs, for_in
-            comp.asynchronous = _ASYNC if generator.is_async else None
-            comp._kids = tuple(k for k in (target, iterable, *ifs, for_in, comp.asynchronous) if k is not None)
-            comp._pos = (target._pos[0], (for_in or (ifs[-1] if ifs else iterable))._pos[1])
-            for_in = comp
-        view.for_in = for_in
-        view.lpar = view.rpar = ()
-        view._kids = (*results, for_in)
-        if kind == "GeneratorExp":  # its parentheses (or its call's) are outside LibCST's range
-            start = _skip_right(self.text, start + 1)
-            end = _skip_left(self.text, end - 1)
-        view._pos = (start, end)
-        return view
+            ifs = [make.CompIf(test._pos, (test,), test=test) for test in map(self.e, generator.ifs)]
+            asynchronous = _ASYNC if generator.is_async else None
+            for_in = make.CompFor((target._pos[0], (for_in or (ifs[-1] if ifs else iterable))._pos[1]),
+                                  tuple(k for k in (target, iterable, *ifs, for_in, asynchronous) if k is not None),
+                                  target=target, iter=iterable, ifs=ifs, inner_for_in=for_in, asynchronous=asynchronous)
+        if isinstance(node, ast.GeneratorExp):  # its parentheses (or its call's) are outside LibCST's range
+            start, end = _skip_right(self.text, start + 1), _skip_left(self.text, end - 1)
+        return getattr(make, type(node).__name__)((start, end), (*results.values(), for_in), for_in=for_in,
+                           **results)
 
     def _starred(self, node: ast.Starred) -> Any:
-        view = _new(V["StarredElement"])
         value = self.e(node.value)
-        view.value = value
-        view.lpar = view.rpar = ()
-        view._kids = (value,)
-        view._pos = self.span(node)
-        return view
+        return make.StarredElement(self.span(node), (value,), value=value)
 
     # -- strings -------------------------------------------------------------------
 
@@ -750,12 +619,7 @@ class _Builder:
             tokens[0]._value = node.value  # the token is the whole literal
         view = tokens[-1]
         for left in reversed(tokens[:-1]):
-            joined = _new(V["ConcatenatedString"])
-            joined.left, joined.right = left, view
-            joined.lpar = joined.rpar = ()
-            joined._kids = (left, view)
-            joined._pos = (left._pos[0], view._pos[1])
-            view = joined
+            view = make.ConcatenatedString((left._pos[0], view._pos[1]), (left, view), left=left, right=view)
         return view
 
     def _token(self, index: int) -> Any:
@@ -769,22 +633,12 @@ class _Builder:
         match = _STRING_BODY[quote].match(text, body)
         if match is None:
             raise Unsupported("string literal")
-        view = _new(V["SimpleString"])
-        view.value = text[index:match.end()]
-        view._value = None
-        view.lpar = view.rpar = ()
-        view._kids = ()
-        view._pos = (index, match.end())
-        return view
+        return make.SimpleString((index, match.end()), (), value=text[index:match.end()])
 
     def _fstring(self, index: int, prefix: str, quote: str, body: int) -> Any:
-        view = _new(V["FormattedString"])
         parts, end = self._fparts(body, quote, "r" in prefix.lower())
-        view.parts, view.start, view.end = parts, prefix + quote, quote
-        view.lpar = view.rpar = ()
-        view._kids = tuple(parts)
-        view._pos = (index, end + len(quote))
-        return view
+        return make.FormattedString((index, end + len(quote)), tuple(parts), parts=parts, start=prefix + quote,
+                                    end=quote)
 
     def _fparts(self, index: int, stop: str, raw: bool) -> tuple[list[Any], int]:
         """The parts of an f-string (or a format spec, ``stop == "}"``) from ``index`` up
@@ -826,11 +680,7 @@ class _Builder:
         return parts, index
 
     def _ftext(self, start: int, end: int) -> Any:
-        view = _new(V["FormattedStringText"])
-        view.value = self.text[start:end]
-        view._kids = ()
-        view._pos = (start, end)
-        return view
+        return make.FormattedStringText((start, end), (), value=self.text[start:end])
 
     def _fexpression(self, index: int, raw: bool) -> tuple[Any, int]:
         """A placeholder from just after its ``{``; returns it and the index after its ``}``."""
@@ -860,9 +710,7 @@ class _Builder:
                     break
             index += 1
         expression_end = index
-        equal = None
-        if text[index] == "=":
-            equal = _ASSIGN_EQUAL
+        if text[index] == "=":  # f"{x=}" shows the expression too
             index = _skip_right(text, index + 1)
         conversion = None
         if text[index] == "!":
@@ -873,12 +721,10 @@ class _Builder:
             format_spec, index = self._fparts(index + 1, "}", raw)
         if text[index] != "}":
             raise Unsupported("f-string placeholder")
-        view = _new(V["FormattedStringExpression"])
         expression = self._placeholder(start, expression_end)
-        view.expression, view.conversion, view.format_spec, view.equal = expression, conversion, format_spec, equal
-        view._kids = (expression, *(format_spec or ()))
-        view._pos = (start - 1, index + 1)
-        return view, index + 1
+        return make.FormattedStringExpression((start - 1, index + 1), (expression, *(format_spec or ())),
+                                              expression=expression, conversion=conversion,
+                                              format_spec=format_spec), index + 1
 
     def _placeholder(self, start: int, end: int) -> Any:
         """An f-string placeholder's expression, parsed from its own text (CPython before
@@ -900,7 +746,6 @@ class _Builder:
     # -- parameters --------------------------------------------------------------------
 
     def parameters(self, args: ast.arguments) -> Any:
-        view = _new(V["Parameters"])
         positional = [*args.posonlyargs, *args.args]
         defaults: list[Any] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
         made = [self.param(a, d) for a, d in zip(positional, defaults, strict=True)]
@@ -910,35 +755,24 @@ class _Builder:
             _PARAM_STAR if args.kwonlyargs else cst.MaybeSentinel.DEFAULT)
         star_kwarg = self.param(args.kwarg, None, "**") if args.kwarg is not None else None
         posonly_ind: Any = _SLASH if posonly else cst.MaybeSentinel.DEFAULT
-        view.posonly_params, view.params, view.kwonly_params = posonly, params, kwonly
-        view.star_arg, view.star_kwarg, view.posonly_ind = star_arg, star_kwarg, posonly_ind
-        view._kids = tuple(k for k in (*posonly, posonly_ind, *params, star_arg, *kwonly, star_kwarg)
-                           if isinstance(k, cst.CSTNode))
-        everything = [k for k in view._kids if k._pos is not None]
-        view._pos = (everything[0]._pos[0], everything[-1]._pos[1]) if everything else None
-        return view
+        kids: tuple[Any, ...] = tuple(k for k in (*posonly, posonly_ind, *params, star_arg, *kwonly, star_kwarg)
+                                      if isinstance(k, cst.CSTNode))
+        located = [k for k in kids if k._pos is not None]
+        return make.Parameters((located[0]._pos[0], located[-1]._pos[1]) if located else None, kids,
+                               posonly_params=posonly, params=params, kwonly_params=kwonly, star_arg=star_arg,
+                               star_kwarg=star_kwarg, posonly_ind=posonly_ind)
 
     def param(self, arg: ast.arg, default: Any, star: str = "") -> Any:
-        view = _new(V["Param"])
         start, end = self.span(arg)
-        name = self.name_at(arg.arg, start)
-        annotation = self.annotation(arg.annotation)
-        value = self.opt(default)
-        view.name, view.annotation, view.default = name, annotation, value
-        view.star = star if star else cst.MaybeSentinel.DEFAULT
-        view._kids = tuple(k for k in (name, annotation, value) if k is not None)
-        view._pos = (start, value._pos[1] if value is not None else end)
-        return view
+        name, annotation, value = self.name_at(arg.arg, start), self.annotation(arg.annotation), self.opt(default)
+        return make.Param((start, value._pos[1] if value is not None else end), _present(name, annotation, value),
+                          name=name, annotation=annotation, default=value, star=star or cst.MaybeSentinel.DEFAULT)
 
     def annotation(self, node: Any) -> Any:
         if node is None:
             return None
-        view = _new(V["Annotation"])
         value = self.e(node)
-        view.annotation = value
-        view._kids = (value,)
-        view._pos = value._pos
-        return view
+        return make.Annotation(value._pos, (value,), annotation=value)
 
     # -- statements ------------------------------------------------------------------
 
@@ -946,18 +780,11 @@ class _Builder:
         """A compound statement's body: an ``IndentedBlock``, or a ``SimpleStatementSuite``
         when it sits on the header's line (``if x: return``)."""
         first = statements[0]
-        start = self.at(first.lineno, first.col_offset)
-        line_start = self.starts[first.lineno - 1]
-        if self.text[line_start:start].strip():
-            view = _new(V["SimpleStatementSuite"])
-            body = [self.small(s) for s in statements]
+        if self.text[self.starts[first.lineno - 1]:self.at(first.lineno, first.col_offset)].strip():
+            kind, body = "SimpleStatementSuite", [self.small(s) for s in statements]
         else:
-            view = _new(V["IndentedBlock"])
-            body = self.body(statements)
-        view.body = body
-        view._kids = tuple(body)
-        view._pos = (body[0]._pos[0], body[-1]._pos[1])
-        return view
+            kind, body = "IndentedBlock", self.body(statements)
+        return getattr(make, kind)((body[0]._pos[0], body[-1]._pos[1]), tuple(body), body=body)
 
     def body(self, statements: Sequence[Any]) -> list[Any]:
         """Statements as LibCST groups them: small statements on one line (``a = 1; b = 2``)
@@ -976,7 +803,7 @@ class _Builder:
                 previous_end = line[-1].end_lineno
                 line = []
             if type(statement) in _COMPOUND:
-                found.append(self.compound(statement))
+                found.append(self.small(statement))
                 previous_end = 0
             else:
                 line = [statement]
@@ -985,363 +812,213 @@ class _Builder:
         return found
 
     def line(self, statements: list[Any], previous_end: int) -> Any:
-        view = _new(V["SimpleStatementLine"])
         body = [self.small(s) for s in statements]
-        view.body = body
-        view.leading_lines = self.leading_lines(previous_end, statements[0].lineno) if previous_end else ()
-        view._kids = tuple(body)
-        view._pos = (body[0]._pos[0], body[-1]._pos[1])
-        return view
+        leading = self.leading_lines(previous_end, statements[0].lineno) if previous_end else ()  # type: tuple
+        return make.SimpleStatementLine((body[0]._pos[0], body[-1]._pos[1]), tuple(body), body=body,
+                                        leading_lines=leading)
 
     def leading_lines(self, previous_end: int, line: int) -> tuple[Any, ...]:
         """The blank and comment lines between two statements of a block."""
         found = []
         for number in range(previous_end + 1, line):
-            start = self.starts[number - 1]
             end = self.starts[number] if number < len(self.starts) else len(self.text)
-            content = self.text[start:end].strip()
-            empty = _new(V["EmptyLine"])
-            comment = None
-            if content.startswith("#"):
-                comment = _new(V["Comment"])
-                comment.value = content
-                comment._kids = ()
-                comment._pos = None
-            empty.comment = comment
-            empty._kids = () if comment is None else (comment,)
-            empty._pos = None
-            found.append(empty)
+            content = self.text[self.starts[number - 1]:end].strip()
+            comment = make.Comment(None, (), value=content) if content.startswith("#") else None
+            found.append(make.EmptyLine(None, _present(comment), comment=comment))
         return tuple(found)
 
     def small(self, statement: Any) -> Any:
+        """A statement (small or compound)."""
         build = _STATEMENTS.get(type(statement))
         if build is None:
             raise Unsupported(type(statement).__name__)
-        view = build(self, statement)
-        if view._pos is None:
-            view._pos = self.span(statement)
-        return view
+        return build(self, statement)
 
-    compound = small
-
-    def _simple(self, node: Any) -> Any:
-        view = _new(V[_SIMPLE[type(node)]])
-        view._kids = ()
-        view._pos = self.span(node)
-        return view
+    def _simple(self, node: ast.Pass | ast.Break | ast.Continue) -> Any:
+        return getattr(make, type(node).__name__)(self.span(node), ())
 
     def _expr_statement(self, node: ast.Expr) -> Any:
-        view = _new(V["Expr"])
         value = self.e(node.value)
-        view.value = value
-        view._kids = (value,)
-        view._pos = self.span(node)
-        return view
+        return make.Expr(self.span(node), (value,), value=value)
 
     def _assign(self, node: ast.Assign) -> Any:
-        view = _new(V["Assign"])
-        targets = []
-        for target in node.targets:
-            wrapper = _new(V["AssignTarget"])
-            value = self.e(target)
-            wrapper.target = value
-            wrapper._kids = (value,)
-            wrapper._pos = value._pos
-            targets.append(wrapper)
+        targets = [make.AssignTarget(t._pos, (t,), target=t) for t in map(self.e, node.targets)]
         value = self.e(node.value)
-        view.targets, view.value = targets, value
-        view._kids = (*targets, value)
-        view._pos = self.span(node)
-        return view
+        return make.Assign(self.span(node), (*targets, value), targets=targets, value=value)
 
     def _augassign(self, node: ast.AugAssign) -> Any:
-        view = _new(V["AugAssign"])
         target, operator, value = self.e(node.target), _AUG[type(node.op)], self.e(node.value)
-        view.target, view.operator, view.value = target, operator, value
-        view._kids = (target, operator, value)
-        view._pos = self.span(node)
-        return view
+        return make.AugAssign(self.span(node), (target, operator, value), target=target, operator=operator,
+                              value=value)
 
     def _annassign(self, node: ast.AnnAssign) -> Any:
-        view = _new(V["AnnAssign"])
         target, annotation, value = self.e(node.target), self.annotation(node.annotation), self.opt(node.value)
-        view.target, view.annotation, view.value = target, annotation, value
-        view._kids = tuple(k for k in (target, annotation, value) if k is not None)
-        view._pos = self.span(node)
-        return view
+        return make.AnnAssign(self.span(node), _present(target, annotation, value), target=target,
+                              annotation=annotation, value=value)
 
     def _return(self, node: ast.Return) -> Any:
-        view = _new(V["Return"])
         value = self.opt(node.value)
-        view.value = value
-        view._kids = () if value is None else (value,)
-        view._pos = self.span(node)
-        return view
+        return make.Return(self.span(node), _present(value), value=value)
 
     def _raise(self, node: ast.Raise) -> Any:
-        view = _new(V["Raise"])
-        exc = self.opt(node.exc)
-        cause = None
-        if node.cause is not None:
-            cause = _new(V["From"])
-            item = self.e(node.cause)
-            cause.item = item
-            cause._kids = (item,)
-            cause._pos = item._pos
-        view.exc, view.cause = exc, cause
-        view._kids = tuple(k for k in (exc, cause) if k is not None)
-        view._pos = self.span(node)
-        return view
+        exc, item = self.opt(node.exc), self.opt(node.cause)
+        cause = make.From(item._pos, (item,), item=item) if item is not None else None
+        return make.Raise(self.span(node), _present(exc, cause), exc=exc, cause=cause)
 
     def _assert(self, node: ast.Assert) -> Any:
-        view = _new(V["Assert"])
         test, msg = self.e(node.test), self.opt(node.msg)
-        view.test, view.msg = test, msg
-        view._kids = (test,) if msg is None else (test, msg)
-        view._pos = self.span(node)
-        return view
+        return make.Assert(self.span(node), _present(test, msg), test=test, msg=msg)
 
     def _global(self, node: ast.Global | ast.Nonlocal) -> Any:
-        view = _new(V["Global" if isinstance(node, ast.Global) else "Nonlocal"])
-        start = self.at(node.lineno, node.col_offset) + (6 if isinstance(node, ast.Global) else 8)
+        kind = type(node).__name__
+        start = self.at(node.lineno, node.col_offset) + len(kind)
         items = []
         for name in node.names:
-            item = _new(V["NameItem"])
             found = self.find_name(name, start)
             start = found._pos[1]
-            item.name = found
-            item._kids = (found,)
-            item._pos = found._pos
-            items.append(item)
-        view.names = items
-        view._kids = tuple(items)
-        view._pos = self.span(node)
-        return view
+            items.append(make.NameItem(found._pos, (found,), name=found))
+        return getattr(make, kind)(self.span(node), tuple(items), names=items)
 
     def _delete(self, node: ast.Delete) -> Any:
-        view = _new(V["Del"])
         if len(node.targets) == 1:
             target = self.e(node.targets[0])
-        else:
-            target = _new(V["Tuple"])
+        else:  # del a, b: LibCST's target is a tuple
             elements = self.elements(node.targets)
-            target.elements = elements
-            target.lpar = target.rpar = ()
-            target._kids = tuple(elements)
-            target._pos = (elements[0]._pos[0], elements[-1]._pos[1])
-        view.target = target
-        view._kids = (target,)
-        view._pos = self.span(node)
-        return view
+            target = make.Tuple((elements[0]._pos[0], elements[-1]._pos[1]), tuple(elements),
+                                elements=elements)
+        return make.Del(self.span(node), (target,), target=target)
 
     def dotted_at(self, dotted: str, start: int) -> Any:
-        """A dotted module name written from a module offset, as LibCST has it: a ``Name``
-        or nested ``Attribute`` s."""
+        """A dotted module name written from an offset, as LibCST has it: a ``Name`` or
+        nested ``Attribute`` s."""
         parts = dotted.split(".")
         node = self.find_name(parts[0], start)
         first = node._pos[0]
         for part in parts[1:]:
             attr = self.find_name(part, node._pos[1])
-            view = _new(V["Attribute"])
-            view.value, view.attr = node, attr
-            view.lpar = view.rpar = ()
-            view._kids = (node, attr)
-            view._pos = (first, attr._pos[1])
-            node = view
+            node = make.Attribute((first, attr._pos[1]), (node, attr), value=node, attr=attr)
         return node
 
-    def alias(self, alias: ast.alias, start: int) -> Any:
-        view = _new(V["ImportAlias"])
-        if hasattr(alias, "lineno"):
-            start = self.at(alias.lineno, alias.col_offset)
-        name = self.dotted_at(alias.name, start)
-        asname = None
-        if alias.asname is not None:
-            asname = _new(V["AsName"])
-            found = self.find_name(alias.asname, _as_keyword(self.text, name._pos[1]))
-            asname.name = found
-            asname._kids = (found,)
-            asname._pos = found._pos
-        view.name, view.asname = name, asname
-        view._kids = (name,) if asname is None else (name, asname)
-        view._pos = (name._pos[0], (asname or name)._pos[1])
-        return view
+    def as_name(self, name: str, after: int) -> Any:
+        """``as name`` after an offset (an import alias, an ``except`` clause)."""
+        found = self.find_name(name, _as_keyword(self.text, after))
+        return make.AsName(found._pos, (found,), name=found)
+
+    def alias(self, alias: ast.alias) -> Any:
+        name = self.dotted_at(alias.name, self.at(alias.lineno, alias.col_offset))
+        asname = self.as_name(alias.asname, name._pos[1]) if alias.asname is not None else None
+        return make.ImportAlias((name._pos[0], (asname or name)._pos[1]), _present(name, asname), name=name,
+                                asname=asname)
 
     def _import(self, node: ast.Import) -> Any:
-        view = _new(V["Import"])
-        start = self.at(node.lineno, node.col_offset) + 6
-        names = []
-        for alias in node.names:
-            names.append(self.alias(alias, start))
-            start = names[-1]._pos[1]
-        view.names = names
-        view._kids = tuple(names)
-        view._pos = self.span(node)
-        return view
+        names = [self.alias(alias) for alias in node.names]
+        return make.Import(self.span(node), tuple(names), names=names)
 
     def _importfrom(self, node: ast.ImportFrom) -> Any:
-        view = _new(V["ImportFrom"])
-        start = self.at(node.lineno, node.col_offset)
-        index = _past(_DOTS, self.text, start + 4)
+        index = _past(_DOTS, self.text, self.at(node.lineno, node.col_offset) + 4)
         module = self.dotted_at(node.module, index) if node.module is not None else None
-        after = module._pos[1] if module is not None else index
         if len(node.names) == 1 and node.names[0].name == "*":
             names: Any = _STAR
             kids: tuple[Any, ...] = (_STAR,)
         else:
-            names = []
-            for alias in node.names:
-                names.append(self.alias(alias, after + 7))
-                after = names[-1]._pos[1]
+            names = [self.alias(alias) for alias in node.names]
             kids = tuple(names)
         relative = [_DOT] * (node.level or 0)
-        view.module, view.names, view.relative = module, names, relative
-        view._kids = (*((module,) if module is not None else ()), *kids, *relative)
-        view._pos = self.span(node)
-        return view
+        return make.ImportFrom(self.span(node), (*_present(module), *kids, *relative), module=module,
+                               names=names, relative=relative)
 
     def orelse(self, statements: Sequence[Any]) -> Any:
+        """What follows ``else:`` (or an ``elif``, which LibCST keeps as an ``If``)."""
         if not statements:
             return None
         first = statements[0]
         if (len(statements) == 1 and isinstance(first, ast.If)
                 and self.text.startswith("elif", self.at(first.lineno, first.col_offset))):
-            return self.compound(first)
-        view = _new(V["Else"])
+            return self.small(first)
         body = self.block(statements)
-        view.body = body
-        view._kids = (body,)
-        view._pos = body._pos
-        return view
+        return make.Else(body._pos, (body,), body=body)
 
     def _if(self, node: ast.If) -> Any:
-        view = _new(V["If"])
-        test = self.e(node.test)
-        body = self.block(node.body)
+        test, body = self.e(node.test), self.block(node.body)
         orelse = self.orelse(node.orelse)
-        view.test, view.body, view.orelse = test, body, orelse
-        view._kids = (test, body) if orelse is None else (test, body, orelse)
-        view._pos = (self.at(node.lineno, node.col_offset), (orelse or body)._pos[1])
-        return view
+        return make.If((self.at(node.lineno, node.col_offset), (orelse or body)._pos[1]),
+                       _present(test, body, orelse), test=test, body=body, orelse=orelse)
 
     def _for(self, node: ast.For | ast.AsyncFor) -> Any:
-        view = _new(V["For"])
         target, iterable = self.e(node.target), self.e(node.iter)
-        body = self.block(node.body)
-        orelse = self.orelse(node.orelse)
+        body, orelse = self.block(node.body), self.orelse(node.orelse)
         asynchronous = _ASYNC if isinstance(node, ast.AsyncFor) else None
-        view.target, view.iter, view.body, view.orelse, view.asynchronous = target, iterable, body, orelse, asynchronous
-        view._kids = tuple(k for k in (target, iterable, body, orelse, asynchronous) if k is not None)
-        view._pos = self.span(node)
-        return view
+        return make.For(self.span(node), _present(target, iterable, body, orelse, asynchronous), target=target,
+                        iter=iterable, body=body, orelse=orelse, asynchronous=asynchronous)
 
     def _while(self, node: ast.While) -> Any:
-        view = _new(V["While"])
-        test = self.e(node.test)
-        body = self.block(node.body)
+        test, body = self.e(node.test), self.block(node.body)
         orelse = self.orelse(node.orelse)
-        view.test, view.body, view.orelse = test, body, orelse
-        view._kids = (test, body) if orelse is None else (test, body, orelse)
-        view._pos = self.span(node)
-        return view
+        return make.While(self.span(node), _present(test, body, orelse), test=test, body=body, orelse=orelse)
 
     def _with(self, node: ast.With | ast.AsyncWith) -> Any:
-        view = _new(V["With"])
         items = []
         for item in node.items:
-            wrapper = _new(V["WithItem"])
             value = self.e(item.context_expr)
             asname = None
             if item.optional_vars is not None:
-                asname = _new(V["AsName"])
                 target = self.e(item.optional_vars)
-                asname.name = target
-                asname._kids = (target,)
-                asname._pos = target._pos
-            wrapper.item, wrapper.asname = value, asname
-            wrapper._kids = (value,) if asname is None else (value, asname)
-            wrapper._pos = (value._pos[0], (asname or value)._pos[1])
-            items.append(wrapper)
+                asname = make.AsName(target._pos, (target,), name=target)
+            items.append(make.WithItem((value._pos[0], (asname or value)._pos[1]), _present(value, asname),
+                                       item=value, asname=asname))
         value = items[0].item
         if len(items) == 1 and items[0].asname is None and value.lpar:
-            keyword = self.at(node.lineno, node.col_offset) + (_word(self.text, "with",
-                self.at(node.lineno, node.col_offset)) - self.at(node.lineno, node.col_offset))
+            keyword = _word(self.text, "with", self.at(node.lineno, node.col_offset))
             if self._outer_start(value) == _skip_right(self.text, keyword + 4):
                 value.lpar, value.rpar = value.lpar[1:], value.rpar[1:]  # with (a): the statement's
                 items[0]._pos = (self._outer_start(value), self._outer_end(value))
         body = self.block(node.body)
         asynchronous = _ASYNC if isinstance(node, ast.AsyncWith) else None
-        view.items, view.body, view.asynchronous = items, body, asynchronous
-        view._kids = (*items, body) if asynchronous is None else (*items, body, asynchronous)
-        view._pos = self.span(node)
-        return view
+        return make.With(self.span(node), (*items, *_present(body, asynchronous)), items=items, body=body,
+                         asynchronous=asynchronous)
 
     def _try(self, node: Any) -> Any:
-        star = type(node).__name__ == "TryStar"
-        view = _new(V["TryStar" if star else "Try"])
+        star = "Star" if type(node).__name__ == "TryStar" else ""
         body = self.block(node.body)
         handlers = []
         for handler in node.handlers:
-            wrapper = _new(V["ExceptStarHandler" if star else "ExceptHandler"])
             kind = self.opt(handler.type)
             name = None
             if handler.name is not None:
-                name = _new(V["AsName"])
                 after = kind._pos[1] if kind is not None else self.at(handler.lineno, handler.col_offset)
-                found = self.find_name(handler.name, _as_keyword(self.text, after))
-                name.name = found
-                name._kids = (found,)
-                name._pos = found._pos
+                name = self.as_name(handler.name, after)
             handler_body = self.block(handler.body)
-            wrapper.type, wrapper.name, wrapper.body = kind, name, handler_body
-            wrapper._kids = tuple(k for k in (kind, name, handler_body) if k is not None)
-            wrapper._pos = self.span(handler)
-            handlers.append(wrapper)
+            handler_kind = getattr(make, f"Except{star}Handler")
+            handlers.append(handler_kind(self.span(handler), _present(kind, name, handler_body), type=kind, name=name,
+                                         body=handler_body))
         orelse = self.orelse(node.orelse)
         finalbody = None
         if node.finalbody:
-            finalbody = _new(V["Finally"])
             final = self.block(node.finalbody)
-            finalbody.body = final
-            finalbody._kids = (final,)
-            finalbody._pos = final._pos
-        view.body, view.handlers, view.orelse, view.finalbody = body, handlers, orelse, finalbody
-        view._kids = tuple(k for k in (body, *handlers, orelse, finalbody) if k is not None)
-        view._pos = self.span(node)
-        return view
+            finalbody = make.Finally(final._pos, (final,), body=final)
+        return getattr(make, f"Try{star}")(self.span(node), _present(body, *handlers, orelse, finalbody), body=body,
+                                           handlers=handlers, orelse=orelse, finalbody=finalbody)
 
     def decorators(self, nodes: Sequence[Any]) -> list[Any]:
-        found = []
-        for node in nodes:
-            view = _new(V["Decorator"])
-            value = self.e(node)
-            view.decorator = value
-            view._kids = (value,)
-            view._pos = value._pos
-            found.append(view)
-        return found
+        return [make.Decorator(value._pos, (value,), decorator=value) for value in map(self.e, nodes)]
 
     def _functiondef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> Any:
         if getattr(node, "type_params", None):
             raise Unsupported("type parameters")
-        view = _new(V["FunctionDef"])
         decorators = self.decorators(node.decorator_list)
         asynchronous = _ASYNC if isinstance(node, ast.AsyncFunctionDef) else None
         start = self.at(node.lineno, node.col_offset)
         name = self.find_name(node.name, start + (9 if asynchronous else 3))
-        params = self.parameters(node.args)
-        returns = self.annotation(node.returns)
+        params, returns = self.parameters(node.args), self.annotation(node.returns)
         body = self.block(node.body)
-        view.decorators, view.asynchronous, view.name, view.params = decorators, asynchronous, name, params
-        view.returns, view.body, view.type_parameters = returns, body, None
-        view._kids = tuple(k for k in (*decorators, asynchronous, name, params, returns, body) if k is not None)
-        view._pos = (decorators[0]._pos[0] if decorators else start, body._pos[1])
-        return view
+        return make.FunctionDef((decorators[0]._pos[0] if decorators else start, body._pos[1]),
+                                (*decorators, *_present(asynchronous, name, params, returns, body)),
+                                decorators=decorators, asynchronous=asynchronous, name=name, params=params,
+                                returns=returns, body=body)
 
     def _classdef(self, node: ast.ClassDef) -> Any:
         if getattr(node, "type_params", None):
             raise Unsupported("type parameters")
-        view = _new(V["ClassDef"])
         decorators = self.decorators(node.decorator_list)
         start = self.at(node.lineno, node.col_offset)
         name = self.find_name(node.name, start + 5)
@@ -1349,18 +1026,17 @@ class _Builder:
         bases = [a for a in args if a.keyword is None and a.star != "**"]
         keywords = [a for a in args if a.keyword is not None or a.star == "**"]
         body = self.block(node.body)
-        view.decorators, view.name, view.bases, view.keywords, view.body = decorators, name, bases, keywords, body
-        view.type_parameters = None
-        view._kids = (*decorators, name, *bases, *keywords, body)
-        view._pos = (decorators[0]._pos[0] if decorators else start, body._pos[1])
-        return view
+        return make.ClassDef((decorators[0]._pos[0] if decorators else start, body._pos[1]),
+                             (*decorators, name, *bases, *keywords, body), decorators=decorators, name=name,
+                             bases=bases, keywords=keywords, body=body)
 
 
 _B = _Builder
 #: how each expression of CPython's tree is built
 _EXPRESSIONS: dict[type, Callable[[_Builder, Any], Any]] = {
     ast.Name: _B._name, ast.Attribute: _B._attribute, ast.Call: _B._call, ast.Constant: _B._constant,
-    ast.Subscript: _B._subscript, ast.Tuple: _B._tuple, ast.List: _B._list, ast.Set: _B._set, ast.Dict: _B._dict,
+    ast.Subscript: _B._subscript, ast.Tuple: _B._tuple, ast.List: _B._collection, ast.Set: _B._collection,
+    ast.Dict: _B._dict,
     ast.BoolOp: _B._boolop, ast.BinOp: _B._binop, ast.UnaryOp: _B._unaryop, ast.Compare: _B._compare,
     ast.IfExp: _B._ifexp, ast.Lambda: _B._lambda, ast.NamedExpr: _B._namedexpr, ast.Await: _B._await,
     ast.Yield: _B._yield, ast.YieldFrom: _B._yield, ast.ListComp: _B._comp, ast.SetComp: _B._comp,
