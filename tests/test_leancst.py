@@ -175,6 +175,19 @@ def test_tricky_constructs(name: str) -> None:
     assert differences(TRICKY[name]) == []
 
 
+def test_the_node_makers_are_made_from_libcsts_field_names_alone() -> None:
+    """What ``leancst`` compiles at import (its one ``exec``) is built from LibCST's own
+    dataclass field names and nothing else (tests/test_security.py allows it for that)."""
+    import dataclasses
+    import inspect
+
+    for name, view_class in leancst.V.items():
+        base = view_class.__mro__[1]
+        allowed = {f.name for f in dataclasses.fields(base)} | {"pos", "kids", "_value"}
+        parameters = inspect.signature(getattr(leancst.make, name)).parameters
+        assert set(parameters) <= allowed and all(p.isidentifier() for p in parameters), name
+
+
 def test_what_the_view_does_not_build_is_parsed_by_libcst() -> None:
     source = "match x:\n    case torch.float8_e4m3fn:\n        pass\n"
     with pytest.raises(leancst.Unsupported):

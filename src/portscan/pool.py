@@ -25,9 +25,11 @@ def _batch(jobs: list[Any]) -> list[Any]:
 
 
 def map_in_processes(work: Callable[[Any, Job], Result], shared: object, jobs: Sequence[Job],
-                     workers: int, size: Callable[[Job], int]) -> list[Result]:
+                     workers: int, size: Callable[[Job], int],
+                     meanwhile: Callable[[], None] | None = None) -> list[Result]:
     """``[work(shared, job) for job in jobs]``, in order, from ``workers`` processes.
-    ``work`` must be a module-level function (it is pickled by name)."""
+    ``work`` must be a module-level function (it is pickled by name). ``meanwhile`` runs
+    in this process once the jobs are handed out, before their results are awaited."""
     order = sorted(range(len(jobs)), key=lambda i: -size(jobs[i]))
     count = workers * 4
     batches = [[jobs[i] for i in order[k::count]] for k in range(count)]
@@ -36,7 +38,10 @@ def map_in_processes(work: Callable[[Any, Job], Result], shared: object, jobs: S
     results: dict[int, Result] = {}
     with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_init,
                                                 initargs=(work, shared)) as pool:
-        for k, done in enumerate(pool.map(_batch, batches)):
+        running = pool.map(_batch, batches)  # every batch is handed out now
+        if meanwhile is not None:
+            meanwhile()
+        for k, done in enumerate(running):
             for i, result in zip(order[k::count], done, strict=True):
                 results[i] = result
     return [results[i] for i in range(len(jobs))]

@@ -295,9 +295,12 @@ def _work(settings: tuple[RuleSet, Target | None, frozenset[str] | None, str],
 
 
 def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet, target: Target | None,
-              hipify: frozenset[str] | None, parser: str, workers: int) -> list[FileScan]:
-    """The :func:`file_scan` of each of ``jobs`` in order, from ``workers`` processes."""
-    return map_in_processes(_work, (rules, target, hipify, parser), jobs, workers, size=lambda job: len(job[1]))
+              hipify: frozenset[str] | None, parser: str, workers: int,
+              meanwhile: Callable[[], None] | None = None) -> list[FileScan]:
+    """The :func:`file_scan` of each of ``jobs`` in order, from ``workers`` processes
+    (``meanwhile``: this process's own work while they run)."""
+    return map_in_processes(_work, (rules, target, hipify, parser), jobs, workers, size=lambda job: len(job[1]),
+                            meanwhile=meanwhile)
 
 
 def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
@@ -404,35 +407,48 @@ def _ahead(sources: Sequence[SourcePath], inputs: _Inputs, workers: int | None) 
     (``known``), from the cache, from a prefilter (Python: no candidate rule; C++: no
     CUDA token; either way nothing to parse), or in a process pool. With many Python
     files to look at, the workers run the prefilter too, and they also find the
-    extensions declared in the files they parse. Files left out are scanned in their turn."""
+    extensions declared in the files they parse, while this process settles the kernel
+    files. Files left out are scanned in their turn."""
     ahead: dict[Path, _Ahead] = {}
-    pending: list[tuple[SourcePath, str, str | None]] = []
 
     def settle(source: SourcePath, text: str, scanned: FileScan) -> None:
         ahead[source.path.absolute()] = _Ahead(scanned, text if _needs_text(scanned, text, inputs) else None)
 
-    for source in sources:
-        if source.kind not in POOLED:
-            continue
-        try:
-            text = inputs.text(source)
-        except SourceError:
-            continue  # its turn reports it
-        key, cached = inputs.lookup(source, text)
-        if cached is not None:
-            settle(source, text, cached)
-        elif BY_NAME[source.kind].may_match(text):
-            pending.append((source, text, key))
-        else:
-            inputs.store(key, FileScan(()))
-            settle(source, text, FileScan(()))
+    def pending(kinds: frozenset[str]) -> list[tuple[SourcePath, str, str | None]]:
+        """The files of these kinds still to scan; the rest settled (cache, prefilter)."""
+        found = []
+        for source in sources:
+            if source.kind not in kinds:
+                continue
+            try:
+                text = inputs.text(source)
+            except SourceError:
+                continue  # its turn reports it
+            key, cached = inputs.lookup(source, text)
+            if cached is not None:
+                settle(source, text, cached)
+            elif BY_NAME[source.kind].may_match(text):
+                found.append((source, text, key))
+            else:
+                inputs.store(key, FileScan(()))
+                settle(source, text, FileScan(()))
+        return found
+
+    def scan_here(jobs: Sequence[tuple[SourcePath, str, str | None]]) -> None:
+        for source, text, key in jobs:
+            scanned = file_scan(source, text, inputs.rules, inputs.own_modules(source),
+                                inputs.hipify() if source.kind in _KERNEL_KINDS else None, inputs.target,
+                                inputs.parser)
+            inputs.store(key, scanned)
+            settle(source, text, scanned)
+
     count = workers if workers is not None else min(os.cpu_count() or 1, 8)
-    python = sum(source.kind == "python" for source, _, _ in pending)
-    if count > 1 and python >= BULK_MIN:
-        jobs = pending
+    python = pending(frozenset({"python"}))
+    if count > 1 and len(python) >= BULK_MIN:  # the pool takes the Python files; kernels meanwhile
+        jobs, meanwhile = python, lambda: scan_here(pending(_KERNEL_KINDS))
     else:
-        jobs = []
-        for source, text, key in pending:
+        jobs, meanwhile = [], None
+        for source, text, key in [*python, *pending(_KERNEL_KINDS)]:
             if (source.kind != "python" or inputs.rules.candidates(text)
                     or declares_extensions(source.kind, text)):
                 jobs.append((source, text, key))
@@ -443,7 +459,7 @@ def _ahead(sources: Sequence[SourcePath], inputs: _Inputs, workers: int | None) 
             return ahead  # the rest are parsed one by one, in their turn
     hipify = inputs.hipify() if any(source.kind in _KERNEL_KINDS for source, _, _ in jobs) else None
     results = _parallel([(source, text, inputs.own_modules(source)) for source, text, _ in jobs],
-                        inputs.rules, inputs.target, hipify, inputs.parser, count)
+                        inputs.rules, inputs.target, hipify, inputs.parser, count, meanwhile)
     for (source, text, key), scanned in zip(jobs, results, strict=True):
         inputs.store(key, scanned)
         settle(source, text, scanned)
