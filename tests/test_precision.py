@@ -45,3 +45,42 @@ def test_fp8_dtype_is_a_warning_only_where_the_module_computes_with_it(rules) ->
     assert fp8("from torchao.float8 import convert_to_float8_training as c\nc") == {("warning", None)}
     assert fp8("import triton\n@triton.jit\ndef k(): pass") == {("warning", None)}
     assert fp8("import transformer_engine.pytorch as te") == {("warning", None)}  # imported counts too
+
+
+def test_a_cuda_index_in_setuptools_dependency_links_is_no_finding(rules) -> None:
+    """PS857's `unless_passed_as`: pip ignores `dependency_links` (since 19.0), so a CUDA
+    wheel index there installs nothing; the same URL in a pip command still counts."""
+    source = '''
+import subprocess
+from setuptools import setup
+
+links = []
+links.append("https://download.pytorch.org/whl/cu126")
+subprocess.check_call(["pip", "install", "torch", "--index-url", "https://download.pytorch.org/whl/cu121"])
+setup(name="pkg", dependency_links=links + ["https://download.pytorch.org/whl/cu118"])
+'''
+    found = [(f.span.line, f.rule) for f in scan_source(source, "setup.py", rules.select(["PS857"]))]
+    assert found == [(7, "PS857")]
+    helper = '''
+from setuptools import setup
+
+def parse_requirements():
+    requires, links = [], []
+    links.append("https://download.pytorch.org/whl/cu126")
+    return requires, links
+
+INDEX = "https://download.pytorch.org/whl/cu121"
+install_requires, dependency_links = parse_requirements()
+setup(name="pkg", install_requires=install_requires, dependency_links=dependency_links)
+'''  # the list a helper returns, unpacked; INDEX goes elsewhere
+    assert [f.span.line for f in scan_source(helper, "setup.py", rules.select(["PS857"]))] == [9]
+
+
+def test_unless_passed_as_takes_keyword_names_only() -> None:
+    import pytest
+
+    from conftest import inline_rule
+    from portscan.ruleset.schema import RuleFileError
+
+    with pytest.raises(RuleFileError, match="match.unless_passed_as: 'not a name' is not a valid identifier"):
+        inline_rule("XX001", {"kind": "string", "regex": "abc", "unless_passed_as": ["not a name"]})

@@ -190,6 +190,11 @@ class PythonSurface(Protocol):
         """(requirement, whether an index is named, node) of each ``pip install`` in a
         command value (a shell string, an argv list, ``shlex.split``, a name bound to one)."""
 
+    def keyword_strings(self, keywords: frozenset[str]) -> frozenset[int]:
+        """ids of the string literals that reach one of these keyword arguments of any call,
+        themselves or in a list a local holds (``links.append(url)`` then
+        ``setup(dependency_links=links)``)."""
+
     def build_values(self, arguments: frozenset[str]
                      ) -> Iterator[tuple[str, cst.BaseExpression, cst.BaseExpression]]:
         """(argument, string, node to report it at) of the ``nvcc``/``cxx``/``libraries``/

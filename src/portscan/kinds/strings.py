@@ -11,7 +11,7 @@ from portscan.kinds.python_surface import PythonSurface, rules_by
 
 from portscan.kinds.common import ONE_LINE, PYTHON, WORDISH, code_list
 from portscan.ruleset.prefilter import Token, regex_fragments, required_literals
-from portscan.ruleset.table import PatternError, TableReader
+from portscan.ruleset.table import IDENTIFIER, PatternError, TableReader
 from portscan.parse import lazy_libcst
 
 if TYPE_CHECKING:
@@ -31,7 +31,9 @@ class StringPattern:
     ``alongside`` as well, only where the same ``and`` chain also looks for one of those
     texts (``"CUDA" in msg and "out of memory" in msg``). With
     ``regex`` instead of ``values``: a string literal or f-string (placeholders read as
-    ``\\0``) in which the regex finds a match (a CUDA wheel index URL inside a pip command)."""
+    ``\\0``) in which the regex finds a match (a CUDA wheel index URL inside a pip command).
+    With ``unless_passed_as``, not a string that reaches one of those keyword arguments of
+    a call, itself or through a local list (``setup(dependency_links=links)``)."""
 
     kind: ClassVar[str] = "string"
     surfaces: ClassVar[frozenset[str]] = PYTHON
@@ -44,6 +46,8 @@ class StringPattern:
     tested: bool = False
     #: with ``tested``: only where the same ``and`` chain also looks for one of these texts
     alongside: tuple[str, ...] = ()
+    #: keyword arguments whose strings are no match (``dependency_links``: pip ignores them)
+    unless_passed_as: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> StringPattern:
@@ -61,7 +65,8 @@ class StringPattern:
         if alongside and not tested:
             raise PatternError(r.key("alongside"), "only with `tested = true`")
         return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=tested,
-                   alongside=alongside)
+                   alongside=alongside, unless_passed_as=r.texts("unless_passed_as", required=False, check=IDENTIFIER,
+                                            what="identifier"))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         if self.regex is not None:  # the leading text, and every literal run the regex needs
@@ -73,9 +78,11 @@ class StringPattern:
 
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
+        passed = (f" Not one given to {code_list(f'{k}=' for k in self.unless_passed_as)} (itself, or in a "
+                  "local list)." if self.unless_passed_as else "")
         if self.regex is not None:
             return (f"String literals and f-strings outside docstrings in which `{self.regex.pattern}` "
-                    "finds a match.")
+                    f"finds a match.{passed}")
         if self.tested:
             alongside = (f", in an `and` chain that also looks for {code_list(map(repr, self.alongside))}"
                          if self.alongside else "")
@@ -113,6 +120,8 @@ class StringPattern:
         searched = [(rule, p) for rule, p in rules if p.regex is not None]
         tested = _tested_texts(surface) if any(p.tested for _, p in rules) else frozenset()
         paired = _paired_texts(surface, tested) if any(p.alongside for _, p in rules) else {}
+        passed = {keywords: surface.keyword_strings(frozenset(keywords))
+                  for keywords in {p.unless_passed_as for _, p in rules if p.unless_passed_as}}
         for node in surface.strings:
             if id(node) in surface.lookup_keys:
                 continue  # a key looked up in a mapping names, it does not request
@@ -124,7 +133,8 @@ class StringPattern:
                     surface.hit(rule, id(node), node, value=text or "")
             for rule, p in searched if text else ():
                 value = p.found(text or "")
-                if value is not None and p.accepts_siblings(siblings):
+                if (value is not None and p.accepts_siblings(siblings)
+                        and id(node) not in passed.get(p.unless_passed_as, ())):
                     surface.hit(rule, id(node), node, value=value)
 
 

@@ -1141,6 +1141,11 @@ class _Resolver:
                     for node in self._string_items(value, scope):
                         yield node, string_text(node) or "", section or "install"
 
+    def keyword_strings(self, keywords: frozenset[str]) -> frozenset[int]:
+        return frozenset(id(node) for call, scope in self.c.calls for arg in call.args
+                         if arg.keyword is not None and arg.keyword.value in keywords
+                         for node, _ in self._flag_items(arg.value, scope, 0, None, set(), unpacked=True))
+
     def extensions(self) -> list[tuple[cst.Call, str, tuple[str, ...]]]:
         """(call, name, source globs) of each ``CUDAExtension(name, sources=[...])``,
         ``CppExtension(...)`` and ``load(...)`` call; the project's own modules are not
@@ -1371,38 +1376,48 @@ class _Resolver:
 
     def _flag_items(self, expr: cst.BaseExpression, scope: Scope, depth: int,
                     report: cst.BaseExpression | None, followed: set[int] | None,
-                    every_import: bool = False) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+                    every_import: bool = False, unpacked: bool = False
+                    ) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
         """(string, node to report it at) of what ``_string_items`` reads; with ``followed``
         (the ids of the defs entered), a call of the module's own function also gives what
         its ``return`` statements do, reported at the call (where the flags reach the build,
-        and where a vendor branch around the call is seen)."""
+        and where a vendor branch around the call is seen); with ``unpacked``, a local
+        unpacked from such a call (``requires, links = parse()``) gives the item at its
+        place in the tuples the function returns."""
         if depth > 6:
             return
         if string_text(expr) is not None:
             yield expr, report or expr
         elif isinstance(expr, (cst.List, cst.Tuple, cst.Set)):
             for element in expr.elements:
-                yield from self._flag_items(element.value, scope, depth + 1, report, followed, every_import)
+                yield from self._flag_items(element.value, scope, depth + 1, report, followed, every_import, unpacked)
         elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
-            yield from self._flag_items(expr.left, scope, depth + 1, report, followed, every_import)
-            yield from self._flag_items(expr.right, scope, depth + 1, report, followed, every_import)
+            yield from self._flag_items(expr.left, scope, depth + 1, report, followed, every_import, unpacked)
+            yield from self._flag_items(expr.right, scope, depth + 1, report, followed, every_import, unpacked)
         elif isinstance(expr, cst.IfExp):
-            yield from self._flag_items(expr.body, scope, depth + 1, report, followed, every_import)
-            yield from self._flag_items(expr.orelse, scope, depth + 1, report, followed, every_import)
+            yield from self._flag_items(expr.body, scope, depth + 1, report, followed, every_import, unpacked)
+            yield from self._flag_items(expr.orelse, scope, depth + 1, report, followed, every_import, unpacked)
         elif isinstance(expr, cst.Name):
             for (value, unpack), owner in _values(scope, expr.value, every_import):
                 if unpack is None:
-                    yield from self._flag_items(value, owner, depth + 1, report, followed, every_import)
+                    yield from self._flag_items(value, owner, depth + 1, report, followed, every_import, unpacked)
+                elif unpacked and isinstance(value, cst.Call):
+                    for body in self._called_defs(value, owner):
+                        for returned in body.returns:
+                            items = returned.elements if isinstance(returned, (cst.Tuple, cst.List)) else ()
+                            if unpack < len(items) and isinstance(items[unpack], cst.Element):
+                                yield from self._flag_items(items[unpack].value, body, depth + 1, report, followed,
+                                                            every_import, unpacked)
         elif isinstance(expr, cst.Call):
             for arg in expr.args:
                 if arg.keyword is None and not arg.star:
-                    yield from self._flag_items(arg.value, scope, depth + 1, report, followed, every_import)
+                    yield from self._flag_items(arg.value, scope, depth + 1, report, followed, every_import, unpacked)
             if followed is None:
                 return
             for body in self._called_defs(expr, scope):
                 followed.add(id(body))
                 for value in body.returns:
-                    yield from self._flag_items(value, body, depth + 1, report or expr, followed)
+                    yield from self._flag_items(value, body, depth + 1, report or expr, followed, unpacked=unpacked)
 
     def _called_defs(self, call: cst.Call, scope: Scope) -> list[Scope]:
         """The body scopes of the module's own defs a call may run: ``helper(...)`` for a
