@@ -64,9 +64,9 @@ class StringPattern:
         alongside = r.texts("alongside", required=False, check=ONE_LINE, what="one-line text")
         if alongside and not tested:
             raise PatternError(r.key("alongside"), "only with `tested = true`")
+        passed = r.texts("unless_passed_as", required=False, check=IDENTIFIER, what="identifier")
         return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=tested,
-                   alongside=alongside, unless_passed_as=r.texts("unless_passed_as", required=False, check=IDENTIFIER,
-                                            what="identifier"))
+                   alongside=alongside, unless_passed_as=passed)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         if self.regex is not None:  # the leading text, and every literal run the regex needs
