@@ -212,3 +212,14 @@ def test_a_match_statement_is_scanned_through_libcst(rules) -> None:
     source = "import torch\nmatch torch.version.cuda.split('.'):\n    case _:\n        pass\n"
     assert [f.rule for f in scan_source(source, "m.py", rules)] == [
         f.rule for f in scan_source(source, "m.py", rules, parser="libcst")] != []
+
+
+def test_the_scanned_codes_own_compiler_warnings_are_not_printed() -> None:
+    """``"\\d"`` is a SyntaxWarning from Python 3.12 (a DeprecationWarning before): the
+    scanned code's business, not the scan's output (LibCST never warned either)."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        leancst.parse_module('pattern = "\\d+"\nmessage = f"\\w{x}"\n')
+    assert caught == []

@@ -26,6 +26,7 @@ import ast
 import dataclasses
 import functools
 import re
+import warnings
 from types import SimpleNamespace
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -731,7 +732,7 @@ class _Builder:
         3.12 locates these only roughly)."""
         source = "(" + self.text[start:end] + ")"
         try:
-            tree = ast.parse(source, mode="eval")
+            tree = _parse(source, mode="eval")
         except SyntaxError:
             raise Unsupported("f-string placeholder") from None
         view = _Builder(source).e(tree.body, owned=1)
@@ -1078,10 +1079,19 @@ def _position(node: Any) -> tuple[int, int]:
     return node.lineno, node.col_offset
 
 
+def _parse(text: str, mode: str = "exec") -> Any:
+    """CPython's tree of ``text``, without the warnings its compiler prints for the code
+    (an invalid escape such as ``"\\d"`` is a SyntaxWarning on stderr from Python 3.12):
+    the scanned code's own, not the user's to read in a scan."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return ast.parse(text, mode=mode)
+
+
 def parse_module(text: str) -> Module:
     """The view of a module; raises SyntaxError (and the errors CPython's parser raises
     for input it cannot take) or :class:`Unsupported`."""
-    tree = ast.parse(text)
+    tree = _parse(text)
     builder = _Builder(text)
     module = _new(Module)
     body = builder.body(tree.body)
