@@ -27,7 +27,6 @@ import dataclasses
 import functools
 import re
 import warnings
-from types import SimpleNamespace
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -205,8 +204,17 @@ def children(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return found
 
 
-#: ``make.<Class>(pos, kids, *, <field>=...)`` for every view class (see :func:`_maker`)
-make = SimpleNamespace(**{name: _maker(view_class) for name, view_class in V.items()})
+class _Makers:
+    """``make.<Class>(pos, kids, *, <field>=...)`` for every view class (see :func:`_maker`),
+    each generated on its first use: a scan of a few files needs few of them."""
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        maker = _maker(V[name])
+        setattr(self, name, maker)
+        return maker
+
+
+make = _Makers()
 
 
 # --------------------------------------------------------------------------- text helpers
