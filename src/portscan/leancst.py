@@ -88,13 +88,8 @@ class Module(cst.Module):
 
     def code_for_node(self, node: cst.CSTNode) -> str:
         """The node's source as LibCST prints it: its own parentheses included."""
-        start, end = node._pos  # type: ignore[attr-defined]
         text: str = self._text  # type: ignore[attr-defined]
-        for _ in getattr(node, "lpar", ()):
-            start = _skip_left(text, start) - 1
-        for _ in getattr(node, "rpar", ()):
-            end = _skip_right(text, end) + 1
-        return text[start:end]
+        return text[_outer_start(text, node):_outer_end(text, node)]
 
 
 _new: Callable[[type], Any] = object.__new__  # a node of a view class, its fields unset
@@ -126,7 +121,7 @@ def _present(*nodes: Any) -> tuple[Any, ...]:
 
 
 def _leaf(name: str) -> Any:
-    """One shared node for a class without fields (operators, ``*``, ``pass``...)."""
+    """One shared node for a class without fields (operators, ``*``, ``.``, ``async``)."""
     node = _new(V[name])
     node._kids = ()
     node._pos = None
@@ -268,6 +263,23 @@ def _skip_right(text: str, index: int) -> int:
 
 
 _LINE_END = re.compile(r"[\r\n]")
+
+
+def _outer_start(text: str, view: Any) -> int:
+    """Where a view node starts with its own parentheses (its ``_pos``, like LibCST's
+    range for it, leaves them out)."""
+    start: int = view._pos[0]
+    for _ in getattr(view, "lpar", ()):
+        start = _skip_left(text, start) - 1
+    return start
+
+
+def _outer_end(text: str, view: Any) -> int:
+    """Where a view node ends with its own parentheses."""
+    end: int = view._pos[1]
+    for _ in getattr(view, "rpar", ()):
+        end = _skip_right(text, end) + 1
+    return end
 
 
 def _wrapping(text: str, start: int, end: int) -> int:
@@ -414,7 +426,7 @@ class _Builder:
 
     def _call(self, node: ast.Call) -> Any:
         func = self.e(node.func)
-        args = self.arguments([*node.args, *node.keywords], self._outer_end(func))
+        args = self.arguments([*node.args, *node.keywords], _outer_end(self.text, func))
         return make.Call(self.span(node), (func, *args), func=func, args=args)
 
     def arguments(self, items: list[Any], after: int) -> list[Any]:
@@ -425,9 +437,9 @@ class _Builder:
         args = [self.arg(item) for item in items]
         if len(args) == 1 and args[0].star == "" and args[0].keyword is None:
             value = args[0].value  # f(x): the call's parentheses enclose x too
-            if value.lpar and self._outer_start(value) == _skip_right(self.text, after):
+            if value.lpar and _outer_start(self.text, value) == _skip_right(self.text, after):
                 value.lpar, value.rpar = value.lpar[1:], value.rpar[1:]
-                args[0]._pos = (self._outer_start(value), self._outer_end(value))
+                args[0]._pos = (_outer_start(self.text, value), _outer_end(self.text, value))
         return args
 
     def arg(self, item: Any) -> Any:
@@ -442,8 +454,8 @@ class _Builder:
             star, start, value = "*", self.at(item.lineno, item.col_offset), self.e(item.value)
         else:
             star, value = "", self.e(item)
-            start = self._outer_start(value)
-        return make.Arg((start, self._outer_end(value)), _present(keyword, value), value=value, keyword=keyword,
+            start = _outer_start(self.text, value)
+        return make.Arg((start, _outer_end(self.text, value)), _present(keyword, value), value=value, keyword=keyword,
                         star=star)
 
     def _constant(self, node: ast.Constant) -> Any:
@@ -504,7 +516,7 @@ class _Builder:
         # LibCST: a tuple's own parentheses are its lpar/rpar, outside its range; the
         # parse's range holds them, or its first element's (``(a), b``)
         if self.text[start] == "(" and not (
-                elements and self._outer_start(elements[0].value) == start):
+                elements and _outer_start(self.text, elements[0].value) == start):
             start = _skip_right(self.text, start + 1)
             end = _skip_left(self.text, end - 1) if elements else start
         return make.Tuple((start, end), tuple(elements), elements=elements)
@@ -529,23 +541,9 @@ class _Builder:
         operator = _OP[type(node.op)]
         left = values[0]
         for right in values[1:]:  # a and b and c: ((a and b) and c), as LibCST nests it
-            left = make.BooleanOperation((self._outer_start(left), self._outer_end(right)),
+            left = make.BooleanOperation((_outer_start(self.text, left), _outer_end(self.text, right)),
                                          (left, operator, right), left=left, operator=operator, right=right)
         return left
-
-    def _outer_start(self, view: Any) -> int:
-        """Where a node starts with its parentheses (LibCST's range for them excludes them)."""
-        start = view._pos[0]
-        for _ in view.lpar:
-            start = _skip_left(self.text, start) - 1
-        return start
-
-    def _outer_end(self, view: Any) -> int:
-        """Where a node ends with its parentheses."""
-        end = view._pos[1]
-        for _ in view.rpar:
-            end = _skip_right(self.text, end) + 1
-        return end
 
     def _binop(self, node: ast.BinOp) -> Any:
         left, operator, right = self.e(node.left), _OP[type(node.op)], self.e(node.right)
@@ -978,9 +976,9 @@ class _Builder:
         value = items[0].item
         if len(items) == 1 and items[0].asname is None and value.lpar:
             keyword = _word(self.text, "with", self.at(node.lineno, node.col_offset))
-            if self._outer_start(value) == _skip_right(self.text, keyword + 4):
+            if _outer_start(self.text, value) == _skip_right(self.text, keyword + 4):
                 value.lpar, value.rpar = value.lpar[1:], value.rpar[1:]  # with (a): the statement's
-                items[0]._pos = (self._outer_start(value), self._outer_end(value))
+                items[0]._pos = (_outer_start(self.text, value), _outer_end(self.text, value))
         body = self.block(node.body)
         asynchronous = _ASYNC if isinstance(node, ast.AsyncWith) else None
         return make.With(self.span(node), (*items, *_present(body, asynchronous)), items=items, body=body,
