@@ -42,6 +42,7 @@ EXPECTED = [
     ("docker/serve.Dockerfile", 3, 32, "PS811"),             # pip install tensorflow-gpu
     ("docker/serve.Dockerfile", 4, 48, "PS802"),             # --index-url .../cu121 (not xformers)
     ("docker/serve.Dockerfile", 5, 17, "PS601"),             # HEALTHCHECK CMD nvidia-smi
+    ("llm_serving/__init__.py", 12, 8, "PS410"),             # "+cu" not in torch.__version__
     ("llm_serving/batching.py", 11, 12, "PS323"),            # "CUDA out of memory" in str(err) (not the log lines)
     ("pyproject.toml", 14, 12, "PS882"),                     # legacy = ["torch>=1.6,<1.8"]: no ROCm wheel
     ("pyproject.toml", 15, 9, "PS883"),                      # fp8 = ["transformer-engine[pytorch]>=1.9"]
