@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from portscan.ruleset.fixspec import FixExample, Tier
+from portscan.ruleset.fixspec import FIX_KINDS, FixExample, Tier
 from portscan.ruleset.loader import load_rules
 from portscan.testing import FixCase, check_fix_example, fix_cases
 
@@ -20,7 +20,7 @@ def test_fix_example(case: FixCase) -> None:
 
 def test_the_pack_has_fixes_of_every_kind_and_tier() -> None:
     fixes = [r.fix for r in RULES.rules if r.fix is not None]
-    assert {f.kind for f in fixes} == {"replace", "guard-import", "delete", "transform"}
+    assert {f.kind for f in fixes} == set(FIX_KINDS)
     assert {f.tier for f in fixes} == {Tier.SAFE, Tier.UNSAFE}
     assert len(fixes) >= 15
 

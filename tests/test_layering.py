@@ -161,3 +161,11 @@ def test_transform_names_are_the_transforms() -> None:
     from portscan.ruleset.fixspec import TRANSFORM_NAMES
 
     assert set(TRANSFORMS) == TRANSFORM_NAMES
+
+
+def test_text_rewrite_names_are_the_rewrites() -> None:
+    """The same for text fixes: the names rule files may give are the rewrites there are."""
+    from portscan.match.textfix import TEXT_REWRITES
+    from portscan.ruleset.fixspec import TEXT_REWRITE_NAMES
+
+    assert set(TEXT_REWRITES) == TEXT_REWRITE_NAMES

@@ -54,6 +54,11 @@ def _describe_fix(fix: FixSpec) -> str:
     if fix.kind == "transform":
         return (f"The named transform `{fix.transform}` (Python, in `portscan.fix.transforms`) "
                 "rewrites the module.")
+    if fix.kind == "text":
+        return (f"The text rewrite `{fix.transform}` (in `portscan.match.textfix`, see "
+                "[text fixes](../rule-format.md#fixes-fix)) replaces the matched characters only, in "
+                "manifests, container definitions, CI files and scripts; matches in Python code are "
+                "left to you.")
     parts = []
     for entry in fix.replace:
         names = code_list(entry.names) if entry.names else "the flagged name"
@@ -96,8 +101,9 @@ def fix_section(rule: Rule) -> list[str]:
         lines += [f"Needs {needs}: in a project whose requirements allow an older torch the "
                   "fix leaves the code as it is and says why; without a declared torch version "
                   "it applies (see [the project's torch floor](../rule-format.md#fixes-fix)).", ""]
-    lines += ["Before:", "", "```python", shown.before.strip("\n"), "```", "",
-              "After:", "", "```python", (shown.after or "").strip("\n"), "```"]
+    fence = _fence(shown.path) if shown.path else "python"
+    lines += ["Before:", "", f"```{fence}", shown.before.strip("\n"), "```", "",
+              "After:", "", f"```{fence}", (shown.after or "").strip("\n"), "```"]
     declined = [e.name or "a shape the fix does not handle" for e in fix.examples if e.after is None]
     if declined:
         lines += ["", "Left to you (no change): " + "; ".join(declined) + "."]

@@ -36,6 +36,7 @@ from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.match.levels import guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.match.manifests import requirements_includes
+from portscan.match.textfix import mark_text_fixes
 from portscan.bounded import PatternTimeout
 from portscan.pool import map_in_processes
 from portscan.cache import Cache, Extensions, FileScan, Raw
@@ -93,7 +94,8 @@ def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str]
     applicable = rules.candidates(text) if file.prefiltered else rules.for_surface(kind)
     if not applicable:
         return []
-    return file.matcher(text, applicable, MatchContext(first_party, hipify, parser))
+    matches = file.matcher(text, applicable, MatchContext(first_party, hipify, parser))
+    return matches if kind == "python" else mark_text_fixes(text, matches)
 
 
 def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),

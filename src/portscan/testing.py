@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import TYPE_CHECKING
 
 from portscan.filekinds import file_kind
 from portscan.ruleset.fixspec import FixExample, Tier
@@ -28,6 +29,9 @@ from portscan.parse import SourceError, split_lines
 from portscan.ruleset.schema import Example, Rule
 from portscan.ruleset.loader import RuleSet
 from portscan.scan import scan_source
+
+if TYPE_CHECKING:
+    from portscan.fix.engine import FileFix
 
 _MARKER = re.compile(r"^\s*(#|//)\s*expect\s*$")
 
@@ -126,21 +130,29 @@ def fix_cases(rules: RuleSet) -> list[FixCase]:
             for i, example in enumerate(rule.fix.examples)]
 
 
-def _unguarded(text: str, rule: Rule) -> int:
-    return sum(1 + len(f.uses) for f in scan_source(text, "example.py", RuleSet([rule])) if f.guard is None)
+def _unguarded(text: str, rule: Rule, path: str = "example.py") -> int:
+    return sum(1 + len(f.uses) for f in scan_source(text, path, RuleSet([rule])) if f.guard is None)
 
 
 def check_fix_example(case: FixCase) -> list[str]:
     """Problems with one fix example: ``before`` must become ``after`` with the rule's
     own tier (unchanged when ``after`` is absent, with a reason), the result must
-    compile, lose the finding, and stay as it is on a second run."""
+    compile (or read as its file kind), lose the finding, and stay as it is on a second run."""
     from portscan.fix.engine import fix_source  # the fixer (LibCST's codemods) only where a fix is checked
+    from portscan.fix.text import fix_text
 
     rule, example = case.rule, case.example
     assert rule.fix is not None
     single = RuleSet([rule])
     unsafe = rule.fix.tier is Tier.UNSAFE
-    result = fix_source(example.before, "example.py", single, unsafe=unsafe)
+    path = example.path or "example.py"
+    kind = file_kind(PurePosixPath(path)) or "python"
+
+    def fix(text: str, unsafe: bool) -> FileFix:
+        return fix_source(text, path, single, unsafe=unsafe) if kind == "python" else \
+            fix_text(text, path, kind, single, unsafe=unsafe)
+
+    result = fix(example.before, unsafe)
     if result.error:
         return [f"the fix failed: {result.error}"]
     if example.after is None:
@@ -154,19 +166,19 @@ def check_fix_example(case: FixCase) -> list[str]:
         problems.append(f"the fix does not produce `after`:\n{diff}")
     if not result.applied:
         problems.append("no fix was recorded as applied")
-    try:
-        compile(result.fixed, "example.py", "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        problems.append(f"the fixed code does not compile: {exc}")
-    if fix_source(result.fixed, "example.py", single, unsafe=True).changed:
+    if kind == "python":
+        try:
+            compile(result.fixed, path, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            problems.append(f"the fixed code does not compile: {exc}")
+    if fix(result.fixed, True).changed:
         problems.append("not idempotent: a second run changes the fixed code again")
     if rule.fix.kind == "guard-import":  # the import is now guarded; its uses are listed with it
         if not any(f.guard for f in scan_source(result.fixed, "example.py", single)):
             problems.append("the guarded import is not recognised as guarded")
-    elif _unguarded(result.fixed, rule) >= _unguarded(example.before, rule):
+    elif _unguarded(result.fixed, rule, path) >= _unguarded(example.before, rule, path):
         problems.append("the fixed code still has as many findings of the rule")
-    if unsafe and any(a.tier is not Tier.SAFE for a in
-                      fix_source(example.before, "example.py", single, unsafe=False).applied):
+    if unsafe and any(a.tier is not Tier.SAFE for a in fix(example.before, False).applied):
         problems.append("an unsafe fix was applied without --unsafe-fixes")
     return problems
 

@@ -10,6 +10,7 @@ byte.
 
 from __future__ import annotations
 
+import codecs
 import os
 import stat
 import tempfile
@@ -22,9 +23,10 @@ from portscan.cache import Cache
 from portscan.config import Config, Target, ignored_codes
 from portscan.discover import Excludes, FirstParty, SourcePath, discover
 from portscan.fix.engine import FileFix, fix_source
+from portscan.fix.text import fix_text, has_text_fixes
 from portscan.match.floor import Floor, project_floor
 from portscan.model import FileError, Finding, ScanResult
-from portscan.parse import SourceError, decode_python, python_encoding, read_bytes
+from portscan.parse import SourceError, decode_python, decode_text, python_encoding, read_bytes
 from portscan.pool import map_in_processes
 from portscan.ruleset.loader import RuleSet
 from portscan.scan import open_cache, scan_paths, scan_source
@@ -129,10 +131,43 @@ def _cached_findings(cache: Cache | None, source: SourcePath, text: str,
     return found.raw if found is not None and isinstance(found.raw, tuple) else None
 
 
+@dataclass(frozen=True, slots=True)
+class _TextOutcome:
+    fix: FileFix | None  #: None: the file was not read (the scan after fixing reports why)
+    errors: tuple[FileError, ...] = ()
+
+
+def _fix_text_file(source: SourcePath, rules: RuleSet, unsafe: bool, write: bool, config: Config | None,
+                   target: Target | None) -> _TextOutcome:
+    """One manifest, container definition or script fixed (see :mod:`portscan.fix.text`).
+    Only UTF-8 text is rewritten, and written back with its BOM, if it had one."""
+    try:
+        data = read_bytes(source.path)
+        text = decode_text(data)
+        encoding = "utf-8-sig" if data.startswith(codecs.BOM_UTF8) else "utf-8"
+        if text.encode(encoding) != data:
+            return _TextOutcome(None)  # undecodable bytes: never rewritten (the scan still reads it)
+    except SourceError:
+        return _TextOutcome(None)
+    ignore = ignored_codes(config, source.path) if config else ()
+    file_rules = RuleSet(r for r in rules.rules if not r.code.startswith(ignore)) if ignore else rules
+    result = fix_text(text, source.rel, source.kind, file_rules, unsafe, target)
+    errors = [FileError(source.rel, "fix", result.error)] if result.error is not None else []
+    if result.changed and write:
+        try:
+            write_atomic(source.path, result.fixed.encode(encoding), data)
+        except OSError as exc:
+            errors.append(FileError(source.rel, "write", f"not written: {exc}"))
+            result = FileFix(result.path, result.source, result.source, error=str(exc))
+    return _TextOutcome(result, tuple(errors))
+
+
 def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True,
               config: Config | None = None, force_exclude: bool = False, cache: Path | None = None,
               workers: int | None = None) -> FixRun:
-    """Fix every Python file below ``paths``; with ``write=False`` nothing is written.
+    """Fix every file below ``paths``: Python files, and the other kinds where a rule
+    has a text fix (manifests, container definitions, scripts); with ``write=False``
+    nothing is written.
     The configuration's excludes and per-file-ignores apply as in a scan; the torch the
     root's manifests allow bounds the fixes (see :mod:`portscan.match.floor`)."""
     excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
@@ -149,6 +184,14 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     fixable = {rule.code for rule in rules.rules if rule.fix is not None}
     for source in discovery.files:
         if source.kind != "python":
+            if has_text_fixes(rules, source.kind):
+                outcome = _fix_text_file(source, rules, unsafe, write, config, target)
+                errors += outcome.errors
+                if outcome.fix is not None:
+                    if outcome.fix.changed:
+                        overrides[source.path.absolute()] = outcome.fix.fixed
+                    if outcome.fix.applied or outcome.fix.not_fixed or outcome.fix.error:
+                        files.append(outcome.fix)
             continue
         try:
             data = read_bytes(source.path)

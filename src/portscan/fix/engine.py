@@ -312,11 +312,11 @@ def _non_overlapping(ctx: FixContext, edits: Sequence[Edit]) -> list[Edit]:
     return chosen
 
 
-def silencer(text: str) -> Callable[[Match], bool]:
-    """Is a match's rule silenced by a ``noqa``/``portscan: ignore`` comment in ``text``?
-    Those findings are not reported, so they are not rewritten either. The comments are
-    read once per text."""
-    found = suppressions(text, "", "python")
+def silencer(text: str, kind: str = "python") -> Callable[[Match], bool]:
+    """Is a match's rule silenced by a ``noqa``/``portscan: ignore`` comment in ``text``
+    (a file of this kind)? Those findings are not reported, so they are not rewritten
+    either. The comments are read once per text."""
+    found = suppressions(text, "", kind)
     if not found:
         return lambda match: False
     index = LineIndex(text)

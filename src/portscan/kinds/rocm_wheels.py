@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +56,23 @@ class RocmWheels:
         except InvalidVersion:
             return False
         return not any(spec.contains(version, prereleases=True) for version, _ in self.indexes)
+
+    def indexes_of(self, version: Version) -> tuple[str, ...]:
+        """The ROCm indexes of one release, newest first (empty: it has no ROCm wheels)."""
+        return next((names for listed, names in self.indexes if listed == version), ())
+
+    def newest_meeting(self, specifiers: Sequence[str]) -> tuple[Version, str] | None:
+        """The newest listed release that every specifier admits, and its newest index
+        (no specifier: the newest release); None when none does or one is unreadable.
+        CUDA local labels are dropped first, as in :meth:`none_meets`."""
+        try:
+            sets = [SpecifierSet(",".join(_public(c) for c in s.split(",") if c.strip())) for s in specifiers]
+        except InvalidSpecifier:
+            return None
+        for version, names in self.indexes:
+            if all(spec.contains(version, prereleases=True) for spec in sets):
+                return version, names[0]
+        return None
 
 
 def _public(clause: str) -> str:

@@ -15,6 +15,7 @@ import libcst as cst
 
 from portscan.match import Match
 from portscan.match.guards import only_raises
+from portscan.match.textfix import IN_PYTHON
 from portscan.match.syntax import Walker, children
 from portscan.ruleset.fixspec import FixSpec, Replace
 
@@ -106,6 +107,8 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
     spec = match.rule.fix
     if spec is None or match.guard is not None or not match.fixable:
         return None
+    if spec.kind == "text":
+        return IN_PYTHON
     if spec.kind in ("replace", "delete"):
         reason = binding_conflict(facts.bindings(match.node)) or probed(facts, match.node)
         if reason is not None:
@@ -123,7 +126,7 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
 
 def _decides(match: Match) -> bool:
     spec = match.rule.fix
-    return spec is not None and match.guard is None and (spec.kind in ("replace", "delete")
+    return spec is not None and match.guard is None and (spec.kind in ("replace", "delete", "text")
                                                          or spec.transform == "cuda-version-none")
 
 

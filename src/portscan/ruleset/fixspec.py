@@ -13,7 +13,11 @@ A fix is data like the rest of the rule. Four kinds exist:
     remove the statement that holds the finding;
 ``transform``
     a named transform written in Python (:mod:`portscan.fix.transforms`), for
-    rewrites that span statements.
+    rewrites that span statements;
+``text``
+    a named rewrite of the matched text itself (:mod:`portscan.match.textfix`), for
+    files that are not Python: requirement pins and index URLs in manifests,
+    container definitions, CI and shell scripts.
 
 Literal values in a fix (``add``, ``require``, ``when``) are TOML values; they are
 written into the code as literals, never evaluated.
@@ -33,12 +37,14 @@ from portscan.ruleset.table import DOTTED, IDENTIFIER, Literal, PatternError, Ta
 
 #: the reason given for a fix that is there but unsafe, when unsafe fixes are off
 NEEDS_UNSAFE = "unsafe fix: apply with --unsafe-fixes"
-FIX_KINDS = ("replace", "guard-import", "delete", "transform")
+FIX_KINDS = ("replace", "guard-import", "delete", "transform", "text")
 BARE = ("skip", "rename", "call")
 _TRANSFORM_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 #: the named transforms :mod:`portscan.fix.transforms` provides, declared here so that
 #: loading rules checks names without importing the fixer (a test keeps the two equal)
 TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none"})
+#: the named text rewrites :mod:`portscan.match.textfix` provides (a test keeps the two equal)
+TEXT_REWRITE_NAMES = frozenset({"rocm-pin", "rocm-index"})
 
 
 class Tier(str, Enum):
@@ -109,6 +115,8 @@ class FixExample:
     before: str
     after: str | None
     name: str = ""
+    #: the file the example is read as (its name picks the file kind); Python when empty
+    path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,7 +125,7 @@ class FixSpec:
     why: str  #: why this tier
     kind: str
     replace: tuple[Replace, ...] = ()
-    transform: str = ""
+    transform: str = ""  #: the named transform (``transform``) or text rewrite (``text``)
     examples: tuple[FixExample, ...] = ()
     #: the oldest torch that has what the fix writes, for every use (a transform's
     #: ``torch.amp.GradScaler``); entries may need more. Empty: any.
@@ -230,7 +238,7 @@ def _read_examples(data: Any, key: str) -> tuple[FixExample, ...]:
         if after is not None and not isinstance(after, str):
             raise PatternError(r.key("after"), "expected a string")
         examples.append(FixExample(before=r.text("before"), after=after,
-                                   name=r.text("name", required=False)))
+                                   name=r.text("name", required=False), path=r.text("path", required=False)))
         r.finish()
     if all(e.after is None for e in examples):
         raise PatternError(key, "at least one example must show a change (give `after`)")
@@ -259,8 +267,13 @@ def read_fix(data: Any, rule_names: tuple[str, ...]) -> FixSpec:
         transform = r.text("transform")
         if not _TRANSFORM_NAME.match(transform):
             raise PatternError("fix.transform", f"{transform!r} is not a kebab-case transform name")
+    elif kind == "text":
+        transform = r.choice("rewrite", tuple(sorted(TEXT_REWRITE_NAMES)))
     torch = _torch_version(r)
     examples = _read_examples(r.raw("example", True), "fix.example")
+    if kind == "text" and not all(e.path and not e.path.endswith(".py") for e in examples):
+        raise PatternError("fix.example", "a text fix rewrites files that are not Python: give each "
+                                          "example the `path` of one (requirements.txt, Dockerfile, ...)")
     r.finish()
     return FixSpec(tier=tier, why=" ".join(why.split()), kind=kind, replace=replace,
                    transform=transform, examples=examples, torch=torch)

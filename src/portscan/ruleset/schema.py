@@ -149,15 +149,26 @@ def _read_examples(data: Any, key: str) -> tuple[Example, ...]:
 
 #: fix kind -> the match kinds it can work from
 _FIX_NEEDS = {"replace": ("name",), "guard-import": ("import",)}
+#: text rewrite -> the match kinds whose matched text it can read
+_TEXT_NEEDS = {"rocm-pin": ("requirement",), "rocm-index": ("index",)}
 
 
 def _read_fix(data: Any, pattern: Pattern) -> FixSpec | None:
     if data is None:
         return None
-    if "python" not in pattern.surfaces:
-        raise PatternError("fix", f"fixes rewrite Python; a {pattern.kind} rule has none")
     names = tuple(getattr(pattern, "names", ()))
     fix = read_fix(data, names)
+    if fix.kind == "text":
+        if not set(pattern.surfaces) - {"python"}:
+            raise PatternError("fix.kind", f"a text fix rewrites files that are not Python; a {pattern.kind} "
+                                           "rule reads Python only")
+        rewrites = _TEXT_NEEDS[fix.transform]
+        if pattern.kind not in rewrites:
+            raise PatternError("fix.rewrite", f"{fix.transform} rewrites what a {' or '.join(rewrites)} rule "
+                                              f"matches, not a {pattern.kind} rule's")
+        return fix
+    if "python" not in pattern.surfaces:
+        raise PatternError("fix", f"fixes of kind {fix.kind} rewrite Python; a {pattern.kind} rule has none")
     needs = _FIX_NEEDS.get(fix.kind)
     if needs is not None and pattern.kind not in needs:
         raise PatternError("fix.kind", f"a {fix.kind} fix needs a {' or '.join(needs)} rule, "

@@ -1,0 +1,148 @@
+"""The fix of one file that is not Python: each finding's text rewritten in place.
+
+The rewrites (:mod:`portscan.match.textfix`) replace a finding's own characters, so the
+rest of the file, comments and formatting included, stays byte for byte. One pass
+suffices: what a rewrite writes (a ROCm label or index) is no finding of the rule, and
+a check that a second pass changes nothing guards that. The result must still read as
+its kind (TOML, YAML, shell by ``bash -n``) and lose the findings it rewrote, or the
+file is left as it was.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Sequence
+
+import yaml
+
+from portscan.config import Target
+from portscan.fix.engine import Applied, FileFix, NotFixed, fixable, guarded, silencer
+from portscan.match import Match
+from portscan.match.textfix import rewrite
+from portscan.model import Finding
+from portscan.parse import LineIndex, SourceError
+from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
+from portscan.ruleset.loader import RuleSet
+from portscan.scan import findings_from, match_text
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+
+def has_text_fixes(rules: RuleSet, kind: str) -> bool:
+    """Could a file of this kind hold a finding with a text fix?"""
+    return kind != "python" and any(r.fix is not None and r.fix.kind == "text" for r in rules.for_surface(kind))
+
+
+def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = False,
+             target: Target | None = None) -> FileFix:
+    """Fix one file of a non-Python kind. Never raises for bad input: see ``FileFix.error``."""
+    try:
+        matches = match_text(text, kind, rules)
+    except SourceError as exc:
+        return FileFix(path, text, text, error=exc.message)
+    before = findings_from(text, path, matches, target)
+    silenced = silencer(text, kind)
+    index = LineIndex(text)
+
+    def line(match: Match) -> int:
+        return index.position(match.start)[0]
+
+    not_fixed = [NotFixed(m.rule.code, m.rule.name, line(m), reason) for m, reason in guarded(matches, silenced)]
+    edits: list[tuple[Match, str]] = []
+    for match in fixable([m for m in matches if m.rule.fix is not None and m.rule.fix.kind == "text"], silenced):
+        spec = match.rule.fix
+        assert spec is not None
+        if match.declined is not None:
+            not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), match.declined))
+        elif spec.tier is Tier.UNSAFE and not unsafe:
+            not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), NEEDS_UNSAFE))
+        else:
+            new = rewrite(text, match).new
+            assert new is not None  # a match the rewrite declines carries the reason
+            edits.append((match, new))
+    chosen = _non_overlapping(edits)
+    if not chosen:
+        return FileFix(path, text, text, not_fixed=tuple(not_fixed), findings=before, before=before)
+    fixed = text
+    for match, new in sorted(chosen, key=lambda e: e[0].start, reverse=True):
+        fixed = fixed[:match.start] + new + fixed[match.end:]
+    problem = (_unreadable(kind, fixed) if _unreadable(kind, text) is None else None) or \
+        _unsettled(fixed, kind, rules, matches, [m for m, _ in chosen])
+    if problem is not None:
+        return FileFix(path, text, text, not_fixed=tuple(not_fixed), error=f"{problem}; the file is unchanged",
+                       findings=before, before=before)
+    applied = tuple(Applied(m.rule.code, m.rule.name, m.rule.fix.tier if m.rule.fix else Tier.UNSAFE, line(m),
+                            _touches(index, m)) for m, _ in chosen)
+    after: tuple[Finding, ...] = findings_from(fixed, path, match_text(fixed, kind, rules), target)
+    return FileFix(path, text, fixed, applied, tuple(not_fixed), findings=after, before=before)
+
+
+def _touches(index: LineIndex, match: Match) -> frozenset[int]:
+    """The input lines a rewrite replaced, as :class:`Applied` counts places."""
+    first = index.position(match.start)[0] - 1
+    last = index.position(max(match.end - 1, match.start))[0] - 1
+    return frozenset(2 * i + 1 for i in range(first, last + 1))
+
+
+def _non_overlapping(edits: Sequence[tuple[Match, str]]) -> list[tuple[Match, str]]:
+    """The edits in text order, each dropped when it overlaps one kept before it (two
+    rules on the same characters: the first wins; a second run does the rest)."""
+    kept: list[tuple[Match, str]] = []
+    for match, new in sorted(edits, key=lambda e: (e[0].start, e[0].end)):
+        if kept and match.start < kept[-1][0].end:
+            continue
+        kept.append((match, new))
+    return kept
+
+
+def _unsettled(fixed: str, kind: str, rules: RuleSet, matches: Sequence[Match],
+               done: Sequence[Match]) -> str | None:
+    """Why the fixed text is not done: it still has a rewritten rule's finding that a
+    rewrite was for (each rewrite must remove one)."""
+    codes = Counter(m.rule.code for m in done)
+    left = Counter(m.rule.code for m in match_text(fixed, kind, rules) if m.rule.code in codes)
+    was = Counter(m.rule.code for m in matches if m.rule.code in codes)
+    stuck = sorted(code for code in codes if left[code] > was[code] - codes[code])
+    return f"the rewrite did not remove the {stuck[0]} finding it was for" if stuck else None
+
+
+def _yaml(text: str) -> None:
+    for _ in yaml.safe_load_all(text):
+        pass
+
+
+def _bash(text: str) -> None:
+    bash = shutil.which("bash")
+    if bash is None:
+        return  # nothing to check with; the rewrite changed characters inside one word
+    done = subprocess.run([bash, "-n"], input=text, capture_output=True, text=True, timeout=30, check=False)
+    if done.returncode != 0:
+        raise ValueError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "bash -n failed")
+
+
+#: file kind -> a reader that raises when the text is no longer a file of that kind
+_READERS: dict[str, Callable[[str], object]] = {
+    "pyproject": tomllib.loads,
+    "conda": _yaml,
+    "ci": _yaml,
+    "compose": _yaml,
+    "shell": _bash,
+}
+
+
+def _unreadable(kind: str, text: str) -> str | None:
+    """Why ``text`` no longer reads as its kind (None: it does, or the kind has no reader)."""
+    reader = _READERS.get(kind)
+    if reader is None:
+        return None
+    try:
+        reader(text)
+    except Exception as exc:  # noqa: BLE001 - any reader's complaint means "do not write this"
+        return f"the fixed file would not read as {kind} ({type(exc).__name__}: {exc})"
+    return None
