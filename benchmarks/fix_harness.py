@@ -246,9 +246,11 @@ def portscan(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[byte
 
 
 FIX_ARGS = ("fix", "--unsafe-fixes", "--no-cache", "--exit-zero")
-_FIXES_LINE = re.compile(r"^  (.+): ((?:PS\d+(?: ×\d+)?)(?:, PS\d+(?: ×\d+)?)*)$")
+_FIXES_LINE = re.compile(r"^ {2,4}(\S.*): ((?:PS\d+(?: ×\d+)?)(?:, PS\d+(?: ×\d+)?)*)$")
 _CODE = re.compile(r"(PS\d+)(?: ×(\d+))?")
-_DECLINED_LINE = re.compile(r"^  (.+):(\d+) (PS\d+) (\S+): (.+)$")
+_DECLINED_LINE = re.compile(r"^ {2,4}(\S.*):(\d+) (PS\d+) (\S+): (.+)$")
+#: a file kind's line under "Fixed": ``  Python: 12 in 4 files (PS209 ×2, ...)``
+_KIND_LINE = re.compile(r"^  [^:]+: \d+ in \d+ files? \(")
 _END = re.compile(r"^(No findings remain|\d+ findings? remains?)")
 
 
@@ -277,7 +279,8 @@ def read_summary(text: str) -> Summary:
             continue
         elif section == "fixes" and (m := _FIXES_LINE.match(line)):
             applied[m[1]] = Counter({c: int(n or 1) for c, n in _CODE.findall(m[2])})
-        elif re.match(r"^  \d+ more findings? in the fixed files", line) or line.startswith("  with --unsafe-fixes"):
+        elif (re.match(r"^  \d+ more findings? in the fixed files", line) or line.startswith("  with --unsafe-fixes")
+              or _KIND_LINE.match(line)):
             continue
         elif section == "declined" and (m := _DECLINED_LINE.match(line)):
             declined.append((m[1], int(m[2]), m[3], m[5]))

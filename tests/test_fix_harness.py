@@ -173,12 +173,13 @@ def test_diff_is_checked_against_the_written_files() -> None:
 
 
 def test_the_fix_summary_is_read_back() -> None:
-    text = ("Fixed 3 findings in 2 files\n  model.py: PS210\n  train.py: PS216, PS218 ×2\n"
+    text = ("Fixed 3 findings in 2 files\n  Python: 3 in 2 files (PS210, PS216, PS218 ×2)\n"
+            "    model.py: PS210\n    train.py: PS216, PS218 ×2\n"
             "  1 more finding in the fixed files than before: 1 on code the fixes wrote (PS401)\n"
-            "Not fixed (left to you, with the reason):\n"
-            "  config.py:220 PS223 apex-sync-batchnorm: only calls are rewritten; this use is not called\n"
+            "Not fixed (left to you, with the reason):\n  Python:\n"
+            "    config.py:220 PS223 apex-sync-batchnorm: only calls are rewritten; this use is not called\n"
             "  broken.py: not written: permission denied\n"
-            "2 findings remain: 0 fixable with --unsafe-fixes, 2 to port by hand\n  by hand: PS201 ×2\n")
+            "2 findings remain: 0 fixable with --unsafe-fixes, 2 to port by hand\n  Python: 2 by hand (PS201 ×2)\n")
     summary = harness.read_summary(text)
     assert summary.applied == {"model.py": {"PS210": 1}, "train.py": {"PS216": 1, "PS218": 2}}
     assert summary.declined == (("config.py", 220, "PS223", "only calls are rewritten; this use is not called"),)

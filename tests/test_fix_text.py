@@ -6,6 +6,7 @@ choose."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import textwrap
@@ -69,7 +70,9 @@ def test_without_unsafe_fixes_manifests_are_left_and_counted(tmp_path: Path, cap
     main(["fix", "--no-cache", str(repo)])
     assert (repo / "requirements.txt").read_bytes() == before
     out = capsys.readouterr().out
-    assert "PS801 ×3" in out and "PS802" in out
+    assert ("  requirements files: 4 by hand (PS804, PS808, PS809, PS814); "
+            "3 with --unsafe-fixes (PS801 ×2, PS802)") in out
+    assert "  pyproject.toml: 5 by hand (PS803, PS804, PS807, PS809, PS820); 1 with --unsafe-fixes (PS801)" in out
 
 
 def test_ci_definitions_keep_their_yaml_and_say_why_templated_urls_stay(tmp_path: Path, capsys) -> None:
@@ -163,3 +166,253 @@ def test_a_result_that_no_longer_reads_as_its_kind_is_refused() -> None:
     if shutil.which("bash"):
         assert _unreadable("shell", "if true; then\n") is not None
         assert _unreadable("shell", "pip install torch\n") is None
+
+
+# -- item 2 in part: TORCH_CUDA_ARCH_LIST and `--gpus all` --------------------------------
+
+ARCH = RuleSet(r for r in RULES.rules if r.code == "PS610")
+GPUS = RuleSet(r for r in RULES.rules if r.code == "PS834")
+DEFAULT = 'PYTORCH_ROCM_ARCH="gfx90a;gfx942;gfx1100"'
+
+
+def arch_fixed(text: str, path: str, kind: str, target=None):
+    result = fix_text(textwrap.dedent(text).lstrip("\n"), path, kind, ARCH, unsafe=True, target=target)
+    assert result.error is None, result.error
+    return result
+
+
+@pytest.mark.parametrize(("path", "kind", "before", "after"), [
+    ("Dockerfile", "dockerfile", 'ENV TORCH_CUDA_ARCH_LIST="7.0 8.0+PTX" FORCE_CUDA=1\n',
+     f'ENV TORCH_CUDA_ARCH_LIST="7.0 8.0+PTX" {DEFAULT} FORCE_CUDA=1\n'),
+    ("Dockerfile", "dockerfile", "ENV TORCH_CUDA_ARCH_LIST 8.0;9.0\nRUN pip install .\n",
+     f"ENV TORCH_CUDA_ARCH_LIST 8.0;9.0\nENV {DEFAULT}\nRUN pip install .\n"),
+    ("build.sh", "shell", "TORCH_CUDA_ARCH_LIST='8.0' python setup.py build_ext  # CUDA\n",
+     f"TORCH_CUDA_ARCH_LIST='8.0' {DEFAULT} python setup.py build_ext  # CUDA\n"),
+    (".github/workflows/ci.yml", "ci", "jobs:\n  b:\n    env:\n      TORCH_CUDA_ARCH_LIST: '8.0'  # A100\n"
+     "    steps:\n      - run: pip install .\n",
+     "jobs:\n  b:\n    env:\n      TORCH_CUDA_ARCH_LIST: '8.0'  # A100\n"
+     "      PYTORCH_ROCM_ARCH: \"gfx90a;gfx942;gfx1100\"\n"
+     "    steps:\n      - run: pip install .\n"),
+    ("Makefile", "makefile", "export TORCH_CUDA_ARCH_LIST ?= 8.0\nbuild:\n\tpip install .\n",
+     "export TORCH_CUDA_ARCH_LIST ?= 8.0\nexport PYTORCH_ROCM_ARCH ?= gfx90a;gfx942;gfx1100\n"
+     "build:\n\tpip install .\n"),
+    ("Makefile", "makefile", "build:\n\tTORCH_CUDA_ARCH_LIST=8.0 python setup.py build\n",
+     f"build:\n\tTORCH_CUDA_ARCH_LIST=8.0 {DEFAULT} python setup.py build\n"),
+])
+def test_the_rocm_arch_list_is_set_beside_the_cuda_one_which_stays(path: str, kind: str, before: str,
+                                                                    after: str) -> None:
+    result = arch_fixed(before, path, kind)
+    assert result.fixed == after
+    assert [a.rule for a in result.applied] == ["PS610"]
+    assert not [f for f in result.findings or () if f.rule == "PS610"]
+    # one insertion, and every byte of the input kept around it: NVIDIA builds are unchanged
+    head = next(i for i, (a, b) in enumerate(zip(before + "\0", after, strict=False)) if a != b)
+    tail = len(before) - head
+    assert after[:head] + after[len(after) - tail:] == before
+    assert "PYTORCH_ROCM_ARCH" in after[head:len(after) - tail] and "TORCH_CUDA" not in after[head:len(after) - tail]
+    assert arch_fixed(result.fixed, path, kind).fixed == result.fixed  # a second run changes nothing
+    if kind == "ci":
+        assert yaml.safe_load(result.fixed)["jobs"]["b"]["env"]["PYTORCH_ROCM_ARCH"] == "gfx90a;gfx942;gfx1100"
+
+
+def test_the_configured_target_arch_is_written(tmp_path: Path, capsys) -> None:
+    from portscan.config import Target
+
+    result = arch_fixed('export TORCH_CUDA_ARCH_LIST="8.0 9.0"\n', "build.sh", "shell", target=Target(arch="gfx942"))
+    assert result.fixed == 'export TORCH_CUDA_ARCH_LIST="8.0 9.0" PYTORCH_ROCM_ARCH=gfx942\n'
+    (tmp_path / "build.sh").write_text('export TORCH_CUDA_ARCH_LIST="8.0 9.0"\npip install -e .\n')
+    main(["fix", "--unsafe-fixes", "--no-cache", "--target-arch", "gfx1100", str(tmp_path)])
+    assert (tmp_path / "build.sh").read_text().splitlines()[0] == \
+        'export TORCH_CUDA_ARCH_LIST="8.0 9.0" PYTORCH_ROCM_ARCH=gfx1100'
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("export TORCH_CUDA_ARCH_LIST=${ARCHS}\n", "comes from a variable"),
+    ("env:\n  TORCH_CUDA_ARCH_LIST: >-\n    8.0 9.0\n", "not a plain YAML scalar"),
+])
+def test_an_arch_setting_it_cannot_place_beside_is_declined(text: str, why: str) -> None:
+    path, kind = ("build.sh", "shell") if text.startswith("export") else (".gitlab-ci.yml", "ci")
+    result = arch_fixed(text, path, kind)
+    assert result.fixed == textwrap.dedent(text).lstrip("\n")
+    assert [n.rule for n in result.not_fixed] == ["PS610"] and why in result.not_fixed[0].reason
+
+
+def test_a_file_that_names_the_rocm_arch_variable_is_not_reported() -> None:
+    both = 'ENV TORCH_CUDA_ARCH_LIST="8.0" PYTORCH_ROCM_ARCH="gfx942"\n'
+    assert not [f for f in scan_source(both, "Dockerfile", RULES) if f.rule == "PS610"]
+    assert [f.rule for f in scan_source('ENV TORCH_CUDA_ARCH_LIST="8.0"\n', "Dockerfile", RULES)
+            if f.rule == "PS610"] == ["PS610"]
+    python = 'import os\nos.environ["TORCH_CUDA_ARCH_LIST"] = "8.0"\nos.environ["PYTORCH_ROCM_ARCH"] = "gfx942"\n'
+    assert not [f for f in scan_source(python, "setup.py", RULES) if f.rule == "PS610"]
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("docker run --rm --gpus all img python train.py\n",
+     "docker run --rm --device=/dev/kfd --device=/dev/dri --group-add video img python train.py\n"),
+    ('docker run --gpus=all img\n', "docker run --device=/dev/kfd --device=/dev/dri --group-add video img\n"),
+    ('docker run --gpus "all" img\n', "docker run --device=/dev/kfd --device=/dev/dri --group-add video img\n"),
+])
+def test_gpus_all_becomes_the_rocm_device_nodes(before: str, after: str) -> None:
+    result = fix_text(before, "run.sh", "shell", GPUS, unsafe=True)
+    assert result.fixed == after and [a.rule for a in result.applied] == ["PS834"]
+    assert _unreadable("shell", result.fixed) is None
+    assert fix_text(after, "run.sh", "shell", GPUS, unsafe=True).fixed == after
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("docker run --gpus 2 img\n", "not `--gpus all`"),
+    ("docker run --gpus '\"device=0,1\"' img\n", "not `--gpus all`"),
+    ("docker run --gpus all --device=/dev/kfd img\n", "passes /dev/kfd already"),
+])
+def test_a_gpu_selection_without_a_1to1_form_is_declined(text: str, why: str) -> None:
+    result = fix_text(text, "run.sh", "shell", GPUS, unsafe=True)
+    assert result.fixed == text and why in result.not_fixed[0].reason
+
+
+def test_ci_container_options_get_the_device_nodes() -> None:
+    text = ("jobs:\n  t:\n    container:\n      image: rocm/pytorch:latest\n      options: --gpus all --shm-size 8g\n"
+            "    steps:\n      - run: python -m pytest\n")
+    result = fix_text(text, ".github/workflows/t.yml", "ci", GPUS, unsafe=True)
+    assert yaml.safe_load(result.fixed)["jobs"]["t"]["container"]["options"] == \
+        "--device=/dev/kfd --device=/dev/dri --group-add video --shm-size 8g"
+
+
+# -- item 6: the summary and the markdown report by file kind -----------------------------
+
+def test_the_fix_summary_and_the_markdown_report_group_by_file_kind(tmp_path: Path, capsys) -> None:
+    repo = copy_fixture("cuda-trainer", tmp_path)
+    main(["scan", "--format", "markdown", "--no-cache", str(repo)])
+    report = capsys.readouterr().out
+    table = report[report.index("| files | findings |"):].split("\n\n")[0].splitlines()
+    rows = {line.split(" | ")[0].strip("| "): line for line in table[2:]}
+    assert list(rows)[0] == "Python" and {"requirements files", "Dockerfiles", "shell scripts"} <= set(rows)
+    assert rows["requirements files"].endswith("| 0 | 3 | 4 |")  # safe, unsafe, by hand
+    main(["fix", "--unsafe-fixes", "--no-cache", str(repo)])
+    out = capsys.readouterr().out
+    fixed_part, _, rest = out.partition("Not fixed")
+    assert "  requirements files: 3 in 1 file (PS801 ×2, PS802)" in fixed_part
+    assert "  shell scripts: 1 in 1 file (PS834)" in fixed_part
+    assert "  Python:\n    models/vit.py:61 PS211" in rest
+    remaining = rest[rest.index("findings remain"):]
+    assert "  Dockerfiles: 2 by hand (PS611, PS831)" in remaining
+
+
+COMPOSE = RuleSet(r for r in RULES.rules if r.code == "PS838")
+RESERVATION = """\
+services:
+  train:
+    image: rocm/pytorch:latest
+    deploy:
+      resources:
+        reservations:
+          devices:
+            - driver: nvidia
+              {count}
+              capabilities: [gpu]
+    command: python train.py
+"""
+
+
+@pytest.mark.parametrize("count", ["count: all", "capabilities: [utility]"])
+def test_a_compose_gpu_reservation_becomes_the_device_nodes(count: str) -> None:
+    before = RESERVATION.format(count=count)
+    result = fix_text(before, "docker-compose.yml", "compose", COMPOSE, unsafe=True)
+    assert [a.rule for a in result.applied] == ["PS838"]
+    service = yaml.safe_load(result.fixed)["services"]["train"]
+    assert service == {"image": "rocm/pytorch:latest", "devices": ["/dev/kfd", "/dev/dri"],
+                       "group_add": ["video"], "command": "python train.py"}
+    assert "nvidia" not in result.fixed and result.fixed.endswith("    command: python train.py\n")
+    assert fix_text(result.fixed, "docker-compose.yml", "compose", COMPOSE, unsafe=True).fixed == result.fixed
+    assert not fix_text(before, "docker-compose.yml", "compose", COMPOSE, unsafe=False).applied
+
+
+@pytest.mark.parametrize(("count", "why"), [
+    ("count: 2", "count"),
+    ("device_ids: ['0', '3']", "device"),
+])
+def test_a_compose_reservation_of_some_gpus_is_declined(count: str, why: str) -> None:
+    before = RESERVATION.format(count=count)
+    result = fix_text(before, "docker-compose.yml", "compose", COMPOSE, unsafe=True)
+    assert result.fixed == before and [n.rule for n in result.not_fixed] == ["PS838"]
+    assert why in result.not_fixed[0].reason
+
+
+def test_a_compose_deploy_block_with_other_settings_is_declined() -> None:
+    before = RESERVATION.format(count="count: all").replace("      resources:\n",
+                                                              "      replicas: 2\n      resources:\n")
+    result = fix_text(before, "docker-compose.yml", "compose", COMPOSE, unsafe=True)
+    assert result.fixed == before and [n.rule for n in result.not_fixed] == ["PS838"]
+
+
+# -- item 3: nvidia-smi calls with a 1:1 AMD SMI form ------------------------------------
+
+SMI = RuleSet(r for r in RULES.rules if r.code == "PS601")
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("nvidia-smi\n", "amd-smi monitor\n"),
+    ("nvidia-smi -L > gpus.txt  # inventory\n", "amd-smi list > gpus.txt  # inventory\n"),
+    ("nvidia-smi --list-gpus\n", "amd-smi list\n"),
+    ("nvidia-smi topo -m\n", "amd-smi topology\n"),
+    ("nvidia-smi dmon\n", "amd-smi monitor\n"),
+    ("nvidia-smi -l 5 &\n", "amd-smi monitor -w 5 &\n"),
+    ("nvidia-smi --loop=5\n", "amd-smi monitor -w 5\n"),
+    ("set -e\nnvidia-smi; python train.py\n", "set -e\namd-smi monitor; python train.py\n"),
+])
+def test_nvidia_smi_with_a_1to1_amd_smi_form_is_rewritten(before: str, after: str) -> None:
+    result = fix_text(before, "run.sh", "shell", SMI, unsafe=True)
+    assert result.fixed == after and [a.rule for a in result.applied] == ["PS601"]
+    assert _unreadable("shell", result.fixed) is None
+    assert fix_text(after, "run.sh", "shell", SMI, unsafe=True).fixed == after
+    assert not fix_text(before, "run.sh", "shell", SMI, unsafe=False).applied
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("nvidia-smi --query-gpu=name,memory.total --format=csv\n", "no field list"),
+    ("nvidia-smi -q\n", "split across"),
+    ("N=$(nvidia-smi -L | wc -l)\n", "feeds another command"),
+    ("nvidia-smi -L | grep A100\n", "feeds another command"),
+    ("if command -v nvidia-smi >/dev/null; then\n  nvidia-smi\nfi\n", "checks for nvidia-smi"),
+    ("which nvidia-smi && nvidia-smi -L\n", "checks for nvidia-smi"),
+    ('nvidia-smi "$FLAGS"\n', "quoted or computed"),
+])
+def test_nvidia_smi_without_a_1to1_form_is_declined_with_the_reason(text: str, why: str) -> None:
+    result = fix_text(text, "run.sh", "shell", SMI, unsafe=True)
+    assert result.fixed == text and [n.rule for n in result.not_fixed] == ["PS601"]
+    assert why in result.not_fixed[0].reason
+
+
+def test_nvidia_smi_in_dockerfiles_compose_and_ci_steps_is_rewritten() -> None:
+    docker = fix_text("FROM rocm/pytorch:latest\nRUN nvidia-smi -L && pip install .\n", "Dockerfile",
+                      "dockerfile", SMI, unsafe=True)
+    assert docker.fixed == "FROM rocm/pytorch:latest\nRUN amd-smi list && pip install .\n"
+    ci = fix_text("jobs:\n  t:\n    steps:\n      - run: |\n          nvidia-smi\n          pytest\n",
+                  ".github/workflows/t.yml", "ci", SMI, unsafe=True)
+    assert yaml.safe_load(ci.fixed)["jobs"]["t"]["steps"][0]["run"] == "amd-smi monitor\npytest\n"
+
+
+def test_the_smi_table_names_a_source_for_every_row() -> None:
+    from portscan.match.textfix import SMI_TABLE
+
+    text = SMI_TABLE.read_text()
+    defined = dict(re.findall(r"^# - \[([A-Z0-9.-]+)\][^\n]*?(https://\S+)", text, re.M))
+    data = tomllib.loads(text)
+    assert {tuple(row["args"]) for row in data["equivalent"]} >= {(), ("-L",), ("topo", "-m")}
+    for row in data["equivalent"]:
+        cited = re.findall(r"\[([A-Z0-9.-]+)\]", row["why"])
+        assert cited and set(cited) <= set(defined), row
+    assert all(row["source"] in defined for row in data["declined"])
+
+
+@pytest.mark.parametrize(("text", "path", "severities"), [
+    ("jobs:\n  t:\n    steps:\n      - run: nvidia-smi\n", ".github/workflows/t.yml", ["error"]),
+    ("jobs:\n  t:\n    steps:\n      - run: nvidia-smi || true\n", ".github/workflows/t.yml", ["info"]),
+    ("V=$(nvidia-smi --query-gpu=driver_version --format=csv | head -n 1 || true)\n", "run.sh", ["info"]),
+    ("nvidia-smi || :\nnvidia-smi || echo 'no GPU'\nnvidia-smi | tee log || true\n", "run.sh",
+     ["info", "error", "info"]),
+])
+def test_a_program_whose_failure_is_tolerated_is_info(text: str, path: str, severities: list[str]) -> None:
+    found = [f for f in scan_source(text, path, RULES) if f.rule == "PS601"]
+    assert [f.severity.value for f in found] == severities
+    assert all(f.guard == "handled" for f in found if f.severity.value == "info")

@@ -56,9 +56,10 @@ def _describe_fix(fix: FixSpec) -> str:
                 "rewrites the module.")
     if fix.kind == "text":
         return (f"The text rewrite `{fix.transform}` (in `portscan.match.textfix`, see "
-                "[text fixes](../rule-format.md#fixes-fix)) replaces the matched characters only, in "
-                "manifests, container definitions, CI files and scripts; matches in Python code are "
-                "left to you.")
+                "[text fixes](../rule-format.md#fixes-fix)) changes the matched text only (or adds a "
+                "setting right after it, or replaces the block it matched), in manifests, container definitions, "
+                "CI files and scripts; "
+                "matches in Python code are left to you.")
     parts = []
     for entry in fix.replace:
         names = code_list(entry.names) if entry.names else "the flagged name"

@@ -46,6 +46,7 @@ Matcher = Callable[[str, Sequence[Rule], MatchContext], list[Match]]
 @dataclass(frozen=True, slots=True)
 class FileKind:
     name: str  #: what ``surfaces`` and ``SourcePath.kind`` call it
+    label: str  #: what reports call its files, in the plural (``Dockerfiles``)
     claims: Callable[[PurePath], bool]  #: does a file at this path have this kind?
     matcher: Matcher
     comment: str = "#"  #: what starts a line comment
@@ -174,24 +175,26 @@ def _makefile(path: PurePath) -> bool:
 
 #: every file kind; a path has the first kind that claims it
 FILE_KINDS: tuple[FileKind, ...] = (
-    FileKind("python", _suffix(".py"), _python, tokenized=True, fence="python", prefiltered=True),
-    FileKind("cuda", _suffix(".cu", ".cuh"), _cuda, comment="//", fence="cpp"),
+    FileKind("python", "Python", _suffix(".py"), _python, tokenized=True, fence="python", prefiltered=True),
+    FileKind("cuda", "CUDA sources", _suffix(".cu", ".cuh"), _cuda, comment="//", fence="cpp"),
     #: read only when the text holds a CUDA token (``portscan.match.kernels.mentions_cuda``)
-    FileKind("cpp", _suffix(".cpp", ".cc", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx"), _cpp,
+    FileKind("cpp", "C++ sources", _suffix(".cpp", ".cc", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx"), _cpp,
              comment="//", fence="cpp", may_match=mentions_cuda),
-    FileKind("shell", _suffix(".sh", ".bash"), _text(match_shell), fence="bash"),
-    FileKind("cmake", _cmake, _text(match_cmake), fence="cmake"),
-    FileKind("makefile", _makefile, _text(match_makefile), fence="makefile"),
-    FileKind("requirements", _requirements, _text(match_requirements)),
-    FileKind("pyproject", lambda path: path.name == "pyproject.toml", _text(match_pyproject), fence="toml"),
-    FileKind("setupcfg", lambda path: path.name == "setup.cfg", _text(match_setup_cfg), fence="ini"),
-    FileKind("dockerfile", _dockerfile, _text(match_dockerfile), fence="dockerfile"),
-    FileKind("apptainer", _apptainer, _text(match_apptainer), fence="singularity"),
-    FileKind("ci", _ci, _text(match_ci), fence="yaml"),
-    FileKind("jenkinsfile", _jenkinsfile, _text(match_jenkinsfile), comment="//", fence="groovy"),
-    FileKind("gitmodules", lambda path: path.name == ".gitmodules", _text(match_gitmodules), fence="ini"),
-    FileKind("compose", _compose, _text(match_compose), fence="yaml"),
-    FileKind("conda", _conda, _text(match_conda), fence="yaml"),
+    FileKind("shell", "shell scripts", _suffix(".sh", ".bash"), _text(match_shell), fence="bash"),
+    FileKind("cmake", "CMake files", _cmake, _text(match_cmake), fence="cmake"),
+    FileKind("makefile", "Makefiles", _makefile, _text(match_makefile), fence="makefile"),
+    FileKind("requirements", "requirements files", _requirements, _text(match_requirements)),
+    FileKind("pyproject", "pyproject.toml", lambda path: path.name == "pyproject.toml", _text(match_pyproject),
+             fence="toml"),
+    FileKind("setupcfg", "setup.cfg", lambda path: path.name == "setup.cfg", _text(match_setup_cfg), fence="ini"),
+    FileKind("dockerfile", "Dockerfiles", _dockerfile, _text(match_dockerfile), fence="dockerfile"),
+    FileKind("apptainer", "Apptainer definitions", _apptainer, _text(match_apptainer), fence="singularity"),
+    FileKind("ci", "CI definitions", _ci, _text(match_ci), fence="yaml"),
+    FileKind("jenkinsfile", "Jenkinsfiles", _jenkinsfile, _text(match_jenkinsfile), comment="//", fence="groovy"),
+    FileKind("gitmodules", ".gitmodules", lambda path: path.name == ".gitmodules", _text(match_gitmodules),
+             fence="ini"),
+    FileKind("compose", "compose files", _compose, _text(match_compose), fence="yaml"),
+    FileKind("conda", "conda environments", _conda, _text(match_conda), fence="yaml"),
 )
 BY_NAME: dict[str, FileKind] = {kind.name: kind for kind in FILE_KINDS}
 
@@ -199,3 +202,10 @@ BY_NAME: dict[str, FileKind] = {kind.name: kind for kind in FILE_KINDS}
 def file_kind(path: PurePath) -> str | None:
     """The name of the file kind a path has, or None if portscan does not read it."""
     return next((kind.name for kind in FILE_KINDS if kind.claims(path)), None)
+
+
+def kind_label(path: str) -> str:
+    """What reports call the files of a path's kind (``Dockerfiles``); ``other files``
+    for a path no kind claims."""
+    kind = file_kind(PurePath(path))
+    return BY_NAME[kind].label if kind is not None else "other files"

@@ -95,7 +95,10 @@ def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str]
     if not applicable:
         return []
     matches = file.matcher(text, applicable, MatchContext(first_party, hipify, parser))
-    return matches if kind == "python" else mark_text_fixes(text, matches)
+    handled = {r.code for r in applicable if hasattr(r.pattern, "handled_in") and r.pattern.handled_in(text)}
+    if handled:  # an env rule's file that also names the alternative variable
+        matches = [m for m in matches if m.rule.code not in handled]
+    return matches if kind == "python" else mark_text_fixes(text, kind, matches)
 
 
 def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import yaml
 
@@ -54,7 +55,7 @@ def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = Fal
         return index.position(match.start)[0]
 
     not_fixed = [NotFixed(m.rule.code, m.rule.name, line(m), reason) for m, reason in guarded(matches, silenced)]
-    edits: list[tuple[Match, str]] = []
+    edits: list[_Edit] = []
     for match in fixable([m for m in matches if m.rule.fix is not None and m.rule.fix.kind == "text"], silenced):
         spec = match.rule.fix
         assert spec is not None
@@ -63,41 +64,52 @@ def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = Fal
         elif spec.tier is Tier.UNSAFE and not unsafe:
             not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), NEEDS_UNSAFE))
         else:
-            new = rewrite(text, match).new
-            assert new is not None  # a match the rewrite declines carries the reason
-            edits.append((match, new))
+            done = rewrite(text, match, kind, target)
+            assert done.new is not None  # a match the rewrite declines carries the reason
+            start = match.start if done.start is None else done.start
+            edits.append(_Edit(match, start, match.end if done.end is None else done.end, done.new))
     chosen = _non_overlapping(edits)
     if not chosen:
         return FileFix(path, text, text, not_fixed=tuple(not_fixed), findings=before, before=before)
     fixed = text
-    for match, new in sorted(chosen, key=lambda e: e[0].start, reverse=True):
-        fixed = fixed[:match.start] + new + fixed[match.end:]
+    for edit in sorted(chosen, key=lambda e: e.start, reverse=True):
+        fixed = fixed[:edit.start] + edit.new + fixed[edit.end:]
     problem = (_unreadable(kind, fixed) if _unreadable(kind, text) is None else None) or \
-        _unsettled(fixed, kind, rules, matches, [m for m, _ in chosen])
+        _unsettled(fixed, kind, rules, matches, [e.match for e in chosen])
     if problem is not None:
         return FileFix(path, text, text, not_fixed=tuple(not_fixed), error=f"{problem}; the file is unchanged",
                        findings=before, before=before)
-    applied = tuple(Applied(m.rule.code, m.rule.name, m.rule.fix.tier if m.rule.fix else Tier.UNSAFE, line(m),
-                            _touches(index, m)) for m, _ in chosen)
+    applied = tuple(Applied(e.match.rule.code, e.match.rule.name, e.match.rule.fix.tier if e.match.rule.fix
+                            else Tier.UNSAFE, line(e.match), _touches(index, e)) for e in chosen)
     after: tuple[Finding, ...] = findings_from(fixed, path, match_text(fixed, kind, rules), target)
     return FileFix(path, text, fixed, applied, tuple(not_fixed), findings=after, before=before)
 
 
-def _touches(index: LineIndex, match: Match) -> frozenset[int]:
-    """The input lines a rewrite replaced, as :class:`Applied` counts places."""
-    first = index.position(match.start)[0] - 1
-    last = index.position(max(match.end - 1, match.start))[0] - 1
+@dataclass(frozen=True, slots=True)
+class _Edit:
+    """One rewrite: ``text[start:end]`` becomes ``new``, for ``match``."""
+
+    match: Match
+    start: int
+    end: int
+    new: str
+
+
+def _touches(index: LineIndex, edit: _Edit) -> frozenset[int]:
+    """The input lines a rewrite replaced (or inserted after), as :class:`Applied` counts places."""
+    first = index.position(min(edit.start, edit.match.start))[0] - 1
+    last = index.position(max(edit.end - 1, edit.start))[0] - 1
     return frozenset(2 * i + 1 for i in range(first, last + 1))
 
 
-def _non_overlapping(edits: Sequence[tuple[Match, str]]) -> list[tuple[Match, str]]:
+def _non_overlapping(edits: Sequence[_Edit]) -> list[_Edit]:
     """The edits in text order, each dropped when it overlaps one kept before it (two
     rules on the same characters: the first wins; a second run does the rest)."""
-    kept: list[tuple[Match, str]] = []
-    for match, new in sorted(edits, key=lambda e: (e[0].start, e[0].end)):
-        if kept and match.start < kept[-1][0].end:
+    kept: list[_Edit] = []
+    for edit in sorted(edits, key=lambda e: (e.start, e.end)):
+        if kept and (edit.start < kept[-1].end or edit.start == kept[-1].start):
             continue
-        kept.append((match, new))
+        kept.append(edit)
     return kept
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TYPE_CHECKING
@@ -38,8 +39,9 @@ class EnvPattern:
     #: match reads from Python instead of sets: ``os.environ.get(X)``, ``os.getenv(X)``,
     #: ``os.environ[X]``, ``X in os.environ``
     reads: bool = False
-    #: with ``reads``: variables whose read anywhere in the file makes it aware of the
-    #: alternative (``ROCM_HOME``), so nothing there is reported
+    #: variables that make a file aware of the alternative, so nothing there is reported:
+    #: with ``reads``, a read of one from Python (``ROCM_HOME``); else any mention of one in
+    #: the file, set or read (``PYTORCH_ROCM_ARCH`` next to ``TORCH_CUDA_ARCH_LIST``)
     unless: tuple[str, ...] = ()
 
     @classmethod
@@ -53,9 +55,12 @@ class EnvPattern:
             raise PatternError(r.where, "give at most one of `values` and `regex`")
         if pattern.reads and (pattern.values or pattern.regex is not None):
             raise PatternError(r.where, "`reads` matches no value: drop `values` and `regex`")
-        if pattern.unless and not pattern.reads:
-            raise PatternError(r.key("unless"), "only with `reads = true`")
         return pattern
+
+    def handled_in(self, text: str) -> bool:
+        """Does a file name one of ``unless`` (a set rule's file-wide exception; a ``reads``
+        rule's is decided among the Python reads)?"""
+        return not self.reads and any(re.search(rf"(?<![\w]){re.escape(name)}(?!\w)", text) for name in self.unless)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return tuple(frozenset({n}) for n in self.names)
@@ -69,8 +74,9 @@ class EnvPattern:
         values = f" to {code_list(map(repr, self.values))}" if self.values else ""
         if self.not_values:
             values += f" (not to {code_list(map(repr, self.not_values))})"
+        unless = f", in a file that names none of {code_list(self.unless)}" if self.unless else ""
         return (f"Setting the environment variable {code_list(self.names)}{values} from Python "
-                "(`os.environ[...] = ...`, `os.environ.setdefault`, `os.environ.update`, `os.putenv`).")
+                f"(`os.environ[...] = ...`, `os.environ.setdefault`, `os.environ.update`, `os.putenv`){unless}.")
 
     def matches_env(self, name: str, value: str) -> bool:
         """On the text surfaces, where every value is a string (Python compares literals)."""

@@ -1,4 +1,4 @@
-"""The ``subprocess`` kind: programs started from Python, shell scripts and Dockerfiles."""
+"""The ``subprocess`` kind: programs started from Python, shell scripts, Dockerfiles and CI steps."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from portscan.kinds.python_surface import PythonSurface
-from portscan.kinds.common import PROGRAM, code_list
+from portscan.kinds.common import CI, PROGRAM, code_list
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
 
@@ -42,7 +42,7 @@ class SubprocessPattern:
 
     kind: ClassVar[str] = "subprocess"
     surfaces: ClassVar[frozenset[str]] = frozenset({"python", "dockerfile", "shell", "makefile", "compose",
-                                                    "apptainer"})
+                                                    "apptainer"}) | CI
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
     python_sites: ClassVar[frozenset[str]] = frozenset({"calls"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "program"})

@@ -44,6 +44,9 @@ class Command:
 
     assignments: tuple[Word, ...]
     words: tuple[Word, ...]  #: program first; wrappers such as ``sudo`` already removed
+    #: its pipeline is followed by ``|| true`` or ``|| :``: a failure stops nothing
+    #: (``nvidia-smi -L | head -1 || true``)
+    tolerated: bool = False
 
     @property
     def program(self) -> str:
@@ -126,10 +129,17 @@ def commands(text: str, base: int = 0) -> Iterator[Command]:
     yielded too. An unquoted ``$(`` already splits at its ``(``.
     """
     words: list[Word] = []
-    for word in lex(text, base):
+    pipeline: list[list[Word]] = []  # the commands joined by ``|`` so far
+    lexed = list(lex(text, base))
+    for i, word in enumerate(lexed):
         if word.operator:
             if words:
-                yield from _command(words)
+                pipeline.append(words)
+            if word.value not in ("|", "|&"):
+                tolerated = _tolerates(lexed, i)
+                for part in pipeline:
+                    yield from _command(part, tolerated)
+                pipeline = []
             words = []
         else:
             words.append(word)
@@ -137,8 +147,16 @@ def commands(text: str, base: int = 0) -> Iterator[Command]:
             if "`" in raw or "$(" in raw:
                 for offset, inner in substitutions(raw):
                     yield from commands(inner, word.start + offset)
-    if words:
-        yield from _command(words)
+    for part in pipeline + [words] if words else pipeline:
+        yield from _command(part)
+
+
+def _tolerates(lexed: list[Word], i: int) -> bool:
+    """Whether the operator at ``i`` starts ``|| true`` / ``|| :`` (a whole command): the
+    pipeline before it may fail without stopping anything."""
+    after = lexed[i + 1:i + 3]
+    return (lexed[i].value == "||" and bool(after) and after[0].value in ("true", ":")
+            and not after[0].quoted and (len(after) == 1 or after[1].operator))
 
 
 def substitutions(raw: str) -> Iterator[tuple[int, str]]:
@@ -170,7 +188,7 @@ def substitutions(raw: str) -> Iterator[tuple[int, str]]:
         i += 1
 
 
-def _command(words: list[Word]) -> Iterator[Command]:
+def _command(words: list[Word], tolerated: bool = False) -> Iterator[Command]:
     while words and words[0].value in KEYWORDS and not words[0].quoted:
         words = words[1:]
     if not words or (words[0].value in NOT_COMMANDS and not words[0].quoted):
@@ -200,10 +218,10 @@ def _command(words: list[Word]) -> Iterator[Command]:
     if (len(rest) >= 3 and posixpath.basename(rest[0].value) in SHELLS
             and rest[1].value in ("-c", "-lc", "-ec")):
         inner = rest[2]
-        yield Command(tuple(assignments), tuple(rest[:2]))
+        yield Command(tuple(assignments), tuple(rest[:2]), tolerated)
         yield from commands(inner.value, inner.start + (1 if inner.quoted else 0))
         return
-    yield Command(tuple(assignments), tuple(rest))
+    yield Command(tuple(assignments), tuple(rest), tolerated)
 
 
 def pip_arguments(command: Command) -> tuple[list[Word], list[Word]] | None:

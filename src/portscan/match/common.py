@@ -19,6 +19,7 @@ from packaging.version import InvalidVersion, Version
 
 from portscan.match import Match
 from portscan.match.commands import Command, Word, pip_arguments
+from portscan.match.levels import HANDLED
 from portscan.kinds.common import normalize_name
 from portscan.kinds.sites import RequirementSite
 from portscan.ruleset.schema import Rule
@@ -205,7 +206,8 @@ def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
             p = rule.pattern
             if hasattr(p, "matches_program"):  # a ProgramKind
                 if p.matches_program(program):
-                    yield Match(rule, head.start, head.end, {"program": program})
+                    yield Match(rule, head.start, head.end, {"program": program},
+                                HANDLED if command.tolerated else None)
             elif hasattr(p, "matches_env"):  # an EnvKind
                 if program in ("docker", "podman", "nerdctl"):
                     yield from _container_env(command, rule)

@@ -24,6 +24,8 @@ range lies inside one takes the guard's name and a lowered severity:
     its matched use raises on ROCm (the rule's ``raises``; ``Exception`` or a bare
     ``except`` as well) and does more than re-raise (``try: v = torch.version.cuda.split(".")``
     ``except AttributeError: v = None``) -- the ROCm case is the one handled -- ``info``.
+    In shell (scripts, ``RUN`` lines, CI steps): a program run as ``nvidia-smi || true``
+    or ``|| :`` -- its failure stops nothing -- ``info`` (:mod:`portscan.match.common`).
 ``tuning``
     a capability test whose branches only assign numbers (``BLOCK = 128 if cap >= (8, 0)
     else 64``): a tile size, warp or stage count is picked, no feature -- ``info``.

@@ -14,23 +14,37 @@ means ``portscan fix`` rewrites it); :mod:`portscan.fix.text` applies them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import yaml
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from portscan.config import Target
 from portscan.kinds.rocm_wheels import RocmWheels, rocm_wheels
 from portscan.match import Match
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 
 @dataclass(frozen=True, slots=True)
 class Rewritten:
-    """What a text rewrite makes of a match: its new text, or why it leaves it."""
+    """What a text rewrite makes of a match: the text that replaces it, or why it is left.
+    ``start``/``end`` (offsets) move what ``new`` replaces off the match's own characters:
+    past its value, or to an insertion on the next line."""
 
     new: str | None = None
     reason: str | None = None
+    start: int | None = None
+    end: int | None = None
 
 
 #: ``name[extras]==version+local``, as pip and PEP 508 spell a pin
@@ -64,7 +78,7 @@ def _torch_release(text: str, table: RocmWheels) -> tuple[Version, str] | Rewrit
     return chosen
 
 
-def rocm_pin(text: str, match: Match) -> Rewritten:
+def rocm_pin(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
     """``torch==2.1.0+cu121`` -> ``torch==2.1.0+rocm5.6``; ``torchvision``/``torchaudio``
     take the label of the torch release the file pins (one ROCm index serves all three)."""
     span = text[match.start:match.end]
@@ -109,7 +123,7 @@ def _pinned(specifier: str) -> Version | None:
         return None
 
 
-def rocm_index(text: str, match: Match) -> Rewritten:
+def rocm_index(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
     """``https://download.pytorch.org/whl/cu121`` -> ``.../whl/rocm5.6``: the ROCm index of
     the torch release the file installs (the newest release when it names none)."""
     span = text[match.start:match.end]
@@ -136,31 +150,265 @@ def rocm_index(text: str, match: Match) -> Rewritten:
     return Rewritten(new=url["base"] + chosen[1] + url["rest"])
 
 
+#: the gfx targets ``rocm-arch`` writes when no ``target.arch`` is configured: MI200
+#: (gfx90a), MI300 (gfx942) and RX 7900 (gfx1100), which every ROCm release since 6.0 builds for
+DEFAULT_ROCM_ARCHS = ("gfx90a", "gfx942", "gfx1100")
+ROCM_ARCH_VARIABLE = "PYTORCH_ROCM_ARCH"
+
+#: a quoted or bare shell word: the value after ``NAME=``
+_WORD = re.compile(r'"(?:[^"\\\n]|\\.)*"|'"'[^'\n]*'"r"|[^\s;&|()<>'\"]*")
+#: ``NAME: value`` in YAML, to the end of the line (a comment kept after it)
+_YAML_VALUE = re.compile(r"[ \t]*:(?P<value>[^\n]*)")
+#: ``NAME := value`` and friends in a Makefile, to the end of the line
+_MAKE_ASSIGN = re.compile(r"(?P<op>[ \t]*(?:::=|:=|\?=|\+=|!=|=)[ \t]*)(?P<value>[^\n]*)")
+
+
+def rocm_arch(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """``TORCH_CUDA_ARCH_LIST="8.0;9.0"`` -> the same, then ``PYTORCH_ROCM_ARCH="gfx90a;gfx942;gfx1100"``
+    (the configured ``target.arch``, else :data:`DEFAULT_ROCM_ARCHS`). The CUDA setting stays
+    as it was for NVIDIA builds and ROCm builds get their own: in the same shell
+    assignment or Dockerfile ``ENV``, or on a line of its own where a line holds one setting
+    (YAML, a Makefile assignment, a legacy ``ENV NAME value``)."""
+    value = target.arch if target is not None and target.arch else ";".join(DEFAULT_ROCM_ARCHS)
+    line_start = text.rfind("\n", 0, match.start) + 1
+    line_end = text.find("\n", match.end)
+    line_end = len(text) if line_end == -1 else line_end
+    prefix, after = text[line_start:match.start], text[match.end:line_end]
+    own_line = after.rstrip().endswith("\\") is False
+    make = _MAKE_ASSIGN.match(after)
+    if kind == "makefile" and make is not None and re.fullmatch(r"(?:(?:export|override)[ \t]+)?", prefix):
+        return _next_line(text, line_end, f"{prefix}{ROCM_ARCH_VARIABLE}{make['op']}{value}", own_line)
+    if after.startswith("="):
+        word = _WORD.match(text, match.end + 1)
+        assert word is not None  # the pattern matches the empty word
+        if "$" in word.group() or "`" in word.group():
+            return Rewritten(reason="the value comes from a variable: set PYTORCH_ROCM_ARCH where it is chosen")
+        if kind in _YAML_KINDS and re.fullmatch(r"[ \t]*-[ \t]+", prefix) and not text[word.end():line_end].strip():
+            return _next_line(text, line_end, f"{prefix}{ROCM_ARCH_VARIABLE}={value}", own_line)  # compose list
+        quoted = f'"{value}"' if ";" in value else value
+        return Rewritten(new=text[match.start:word.end()] + f" {ROCM_ARCH_VARIABLE}={quoted}", end=word.end())
+    yaml_value = _YAML_VALUE.match(after)
+    if kind in _YAML_KINDS and yaml_value is not None and re.fullmatch(r"[ \t]*", prefix):
+        shown = yaml_value["value"].split(" #", 1)[0].strip()
+        if not shown or shown[0] in "|>&*!{[":
+            return Rewritten(reason="the value is not a plain YAML scalar on this line: add PYTORCH_ROCM_ARCH by hand")
+        return _next_line(text, line_end, f'{prefix}{ROCM_ARCH_VARIABLE}: "{value}"', own_line)
+    legacy = re.fullmatch(r"(?i)[ \t]*ENV[ \t]+", prefix)
+    if kind == "dockerfile" and legacy is not None and after[:1] in (" ", "\t"):
+        return _next_line(text, line_end, f'{prefix}{ROCM_ARCH_VARIABLE}="{value}"', own_line)
+    return Rewritten(reason="not a setting PYTORCH_ROCM_ARCH can be placed next to: add it by hand")
+
+
+_YAML_KINDS = frozenset({"ci", "compose", "conda"})
+
+#: what ``--gpus all`` becomes: ROCm's device nodes, readable by the ``video`` group
+ROCM_DEVICES = "--device=/dev/kfd --device=/dev/dri --group-add video"
+_GPUS_VALUE = re.compile(r"""(?:=|[ \t]+)(?P<value>"all"|'all'|all|\\"all\\")(?=$|[\s'"`;&|)\]])""")
+
+
+def rocm_devices(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """``docker run --gpus all`` -> ``docker run --device=/dev/kfd --device=/dev/dri --group-add video``:
+    every GPU, as ROCm's Docker instructions pass them. A count or a device list has no
+    1:1 form (each GPU is a ``/dev/dri/renderD<N>`` node, numbered by the host)."""
+    value = _GPUS_VALUE.match(text, match.start + len("--gpus"))
+    if value is None:
+        return Rewritten(reason="not `--gpus all`: pass the `/dev/dri/renderD<N>` nodes of the GPUs wanted, "
+                                "with `--device=/dev/kfd --group-add video`")
+    line_start = text.rfind("\n", 0, match.start) + 1
+    line_end = text.find("\n", match.end)
+    if "/dev/kfd" in text[line_start:len(text) if line_end == -1 else line_end]:
+        return Rewritten(reason="the command passes /dev/kfd already: drop `--gpus` by hand")
+    return Rewritten(new=ROCM_DEVICES, end=value.end())
+
+
+def _next_line(text: str, line_end: int, line: str, own_line: bool) -> Rewritten:
+    """Insert ``line`` after the line that ends at ``line_end``."""
+    if not own_line:
+        return Rewritten(reason="the setting continues on the next line: add PYTORCH_ROCM_ARCH by hand")
+    return Rewritten(new="\n" + line, end=line_end, start=line_end)
+
+
+def rocm_compose_devices(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """A compose service's ``deploy: resources: reservations: devices: [{driver: nvidia,
+    count: all, capabilities: [gpu]}]`` -> ``devices: [/dev/kfd, /dev/dri]`` and
+    ``group_add: [video]`` on the service, where ``deploy`` held nothing else (its other
+    settings, a GPU count or device IDs, are the user's to move or choose)."""
+    service = _compose_service(text, match.start)
+    if isinstance(service, str):
+        return Rewritten(reason=service)
+    key, deploy, keys = service
+    if "devices" in keys or "group_add" in keys:
+        return Rewritten(reason="the service has `devices` or `group_add` already: merge the ROCm device nodes by hand")
+    reservation = _only_path(deploy, ("resources", "reservations", "devices"))
+    if reservation is None or not isinstance(reservation, yaml.SequenceNode) or len(reservation.value) != 1:
+        return Rewritten(reason="`deploy` holds more than one NVIDIA device reservation: move its other settings "
+                                "and add `devices: [/dev/kfd, /dev/dri]` by hand")
+    item = {k.value: v for k, v in reservation.value[0].value} if isinstance(reservation.value[0],
+                                                                          yaml.MappingNode) else {}
+    count = item.get("count")
+    if set(item) - {"driver", "count", "capabilities"} or (count is not None and count.value != "all"):
+        return Rewritten(reason="the reservation selects GPUs (a count or device IDs): pass the "
+                                "`/dev/dri/renderD<N>` node of each with `/dev/kfd`, or set HIP_VISIBLE_DEVICES")
+    indent = " " * key.start_mark.column
+    line_start = text.rfind("\n", 0, key.start_mark.index) + 1
+    end = _line_end(text, _last_index(deploy))
+    new = (f"{indent}devices:\n{indent}  - /dev/kfd\n{indent}  - /dev/dri\n"
+           f"{indent}group_add:\n{indent}  - video")
+    return Rewritten(new=new, start=line_start, end=end)
+
+
+def _compose_service(text: str, at: int) -> tuple[yaml.Node, yaml.Node, set[str]] | str:
+    """The ``deploy`` key and value of the compose service whose text holds offset ``at``,
+    with the service's keys; or why there is none to rewrite."""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return "the file does not read as YAML"
+    services = _child(root, "services")
+    if services is None or not isinstance(services, yaml.MappingNode):
+        return "no `services:` mapping"
+    for _, service in services.value:
+        if isinstance(service, yaml.MappingNode) and service.start_mark.index <= at < service.end_mark.index:
+            for key, value in service.value:
+                if key.value == "deploy" and value.start_mark.index <= at < value.end_mark.index:
+                    if value.flow_style or "\t" in text[key.start_mark.index:value.end_mark.index]:
+                        return "`deploy` is written in flow style: rewrite it by hand"
+                    return key, value, {k.value for k, _ in service.value}
+    return "not in a service's `deploy:` mapping"
+
+
+def _child(node: yaml.Node | None, name: str) -> yaml.Node | None:
+    if not isinstance(node, yaml.MappingNode):
+        return None
+    return next((value for key, value in node.value if key.value == name), None)
+
+
+def _only_path(node: yaml.Node, path: tuple[str, ...]) -> yaml.Node | None:
+    """The node at ``path`` below ``node`` when each mapping on the way has that one key."""
+    for name in path:
+        if not isinstance(node, yaml.MappingNode) or [k.value for k, _ in node.value] != [name]:
+            return None
+        node = node.value[0][1]
+    return node
+
+
+def _last_index(node: yaml.Node) -> int:
+    """Where the last scalar below ``node`` ends (a block's ``end_mark`` can sit lines past it)."""
+    while isinstance(node, (yaml.MappingNode, yaml.SequenceNode)) and node.value and not node.flow_style:
+        last = node.value[-1]
+        node = last[1] if isinstance(last, tuple) else last
+    return node.end_mark.index
+
+
+def _line_end(text: str, at: int) -> int:
+    end = text.find("\n", at)
+    return len(text) if end == -1 else end
+
+
+SMI_TABLE = Path(__file__).resolve().parent.parent / "kinds" / "smi-equivalents.toml"
+#: where a shell command's arguments end: a control operator, a redirection, a comment
+_COMMAND_END = re.compile(r"[|;&<>)`#\n]|\$\(")
+
+
+@functools.cache
+def _smi_table() -> tuple[tuple[tuple[tuple[str, ...], str], ...], tuple[tuple[str, str], ...]]:
+    """(nvidia-smi arguments, amd-smi command) pairs, and (first argument, why not) pairs."""
+    with SMI_TABLE.open("rb") as handle:
+        data = tomllib.load(handle)
+    return (tuple((tuple(row["args"]), row["amd"]) for row in data["equivalent"]),
+            tuple((row["first"], row["why"]) for row in data["declined"]))
+
+
+def amd_smi(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """``nvidia-smi -L`` -> ``amd-smi list``, for the invocations ``smi-equivalents.toml``
+    lists as 1:1 (same purpose, output read the same way); the whole command, up to a
+    pipe, redirection, ``;``, ``&&`` or comment, must be one of them."""
+    end = _COMMAND_END.search(text, match.end)
+    stop = len(text) if end is None else end.start()
+    words = text[match.end:stop].split()
+    if any(q in text[match.end:stop] for q in "'\"\\$"):
+        return Rewritten(reason="the arguments are quoted or computed: rewrite the query by hand")
+    before = text[text.rfind("\n", 0, match.start) + 1:match.start]
+    recent = text[_nth_line_start(text, match.start, 5):match.start]
+    check = next(reversed(list(_SMI_CHECK.finditer(recent))), None)  # the last test before it
+    if check is not None and not re.search(r"\b(?:fi|else|elif|done)\b|\|\||\}", recent[check.end():]):
+        return Rewritten(reason="in a branch that checks for nvidia-smi, which runs on NVIDIA hosts only: "
+                                "add an `amd-smi` branch beside it by hand")
+    if text[stop:stop + 2] == "| " or text[stop:stop + 1] == "|" and text[stop:stop + 2] != "||" or \
+            re.search(r"(\$\(|`)[^)`]*$", before):
+        return Rewritten(reason="its output feeds another command, and AMD SMI lays its output out differently "
+                                "(`amd-smi list` prints several lines per GPU): rewrite the pipeline by hand")
+    equivalents, declined = _smi_table()
+    for args, amd in equivalents:
+        number = _same_args(words, args)
+        if number is not None:
+            used = text[match.start:stop].rstrip()
+            return Rewritten(new=amd.replace("{N}", number), end=match.start + len(used))
+    first = next((why for arg, why in declined if words and words[0].split("=", 1)[0] == arg), None)
+    return Rewritten(reason=first or "no 1:1 AMD SMI form of these arguments: see the rule's rewrite")
+
+
+#: a shell test for nvidia-smi (``command -v nvidia-smi``): what follows is NVIDIA's branch
+_SMI_CHECK = re.compile(r"\b(?:command\s+-v|which|type|hash)\s+nvidia-smi\b")
+
+
+def _nth_line_start(text: str, at: int, lines: int) -> int:
+    """Where the line ``lines`` lines above the one holding ``at`` starts."""
+    start = at
+    for _ in range(lines + 1):
+        start = text.rfind("\n", 0, start)
+        if start == -1:
+            return 0
+    return start + 1
+
+
+def _same_args(words: Sequence[str], args: Sequence[str]) -> str | None:
+    """The number ``{N}`` stands for when ``words`` are ``args`` ("" when there is none);
+    None when they differ."""
+    if len(words) != len(args):
+        return None
+    number = ""
+    for word, arg in zip(words, args, strict=True):
+        if "{N}" in arg:
+            head, _, tail = arg.partition("{N}")
+            value = word[len(head):len(word) - len(tail)] if word.startswith(head) and word.endswith(tail) else ""
+            if not value.isdigit():
+                return None
+            number = value
+        elif word != arg:
+            return None
+    return number
+
+
 #: name (as ``[fix] rewrite`` gives it) -> the rewrite
-TEXT_REWRITES: dict[str, Callable[[str, Match], Rewritten]] = {
+TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] = {
     "rocm-pin": rocm_pin,
     "rocm-index": rocm_index,
+    "rocm-arch": rocm_arch,
+    "rocm-devices": rocm_devices,
+    "rocm-compose-devices": rocm_compose_devices,
+    "amd-smi": amd_smi,
 }
 
 
-def rewrite(text: str, match: Match) -> Rewritten:
-    """The rule's text rewrite of one match."""
+def rewrite(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """The rule's text rewrite of one match in a file of ``kind``."""
     assert match.rule.fix is not None and match.rule.fix.kind == "text"
-    return TEXT_REWRITES[match.rule.fix.transform](text, match)
+    return TEXT_REWRITES[match.rule.fix.transform](text, match, kind, target)
 
 
 #: why a text fix leaves a match in Python code (the scan records it: see :mod:`portscan.match.fixsites`)
 IN_PYTHON = "a text fix rewrites manifests, container definitions and scripts; in Python code, by hand"
 
 
-def mark_text_fixes(text: str, matches: Sequence[Match]) -> list[Match]:
+def mark_text_fixes(text: str, kind: str, matches: Sequence[Match]) -> list[Match]:
     """A non-Python file's matches, with ``declined`` set where their rule's text fix
     would not rewrite them."""
     marked = []
     for match in matches:
         spec = match.rule.fix
         if spec is not None and spec.kind == "text" and match.declined is None and match.guard is None:
-            reason = rewrite(text, match).reason
+            reason = rewrite(text, match, kind).reason
             if reason is not None:
                 match = dataclasses.replace(match, declined=reason)
         marked.append(match)

@@ -6,13 +6,18 @@ from __future__ import annotations
 import difflib
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import TypeVar
 
 from rich.console import Console
 from rich.text import Text
 
+from portscan.filekinds import kind_label
 from portscan.fix.apply import Added, FixRun
 from portscan.parse import lines_with_ends
 from portscan.ruleset.fixspec import NEEDS_UNSAFE
+
+
+_T = TypeVar("_T")
 
 
 def unified_diff(run: FixRun) -> str:
@@ -58,19 +63,34 @@ def _counted(added: Sequence[Added]) -> str:
     return "(" + ", ".join(f"{code} ×{n}" if n > 1 else code for code, n in sorted(per_rule.items())) + ")"
 
 
+def _by_kind(paths_and_items: Iterable[tuple[str, _T]]) -> dict[str, list[tuple[str, _T]]]:
+    """Items grouped by the label of their file's kind, Python first, then by name."""
+    groups: dict[str, list[tuple[str, _T]]] = {}
+    for path, item in paths_and_items:
+        groups.setdefault(kind_label(path), []).append((path, item))
+    return dict(sorted(groups.items(), key=lambda group: (group[0] != "Python", group[0].lower())))
+
+
+def _files(n: int) -> str:
+    return f"{n} file{'s' * (n != 1)}"
+
+
 def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
                        show_fixes: bool) -> None:
-    """Fixed / not fixed / remaining, in that order; paths are relative to the root."""
+    """Fixed / not fixed / remaining, in that order and each by file kind (Python,
+    requirements files, Dockerfiles, ...); paths are relative to the root."""
     applied = [(f.path, a) for f in run.files for a in f.applied]
     verb = "Fixed" if wrote else "Would fix"
     if applied:
-        files = len({path for path, _ in applied})
         console.print(Text(f"{verb} {len(applied)} finding{'s' * (len(applied) != 1)} "
-                           f"in {files} file{'s' * (files != 1)}", style="bold green"))
-        if show_fixes:
-            for file in run.files:
-                if file.applied:
-                    console.print(Text(f"  {file.path}: {_counts(a.rule for a in file.applied)}"))
+                           f"in {_files(len({path for path, _ in applied}))}", style="bold green"))
+        for label, group in _by_kind(applied).items():
+            console.print(Text(f"  {label}: {len(group)} in {_files(len({path for path, _ in group}))} "
+                               f"({_counts(a.rule for _, a in group)})"))
+            if show_fixes:
+                for file in run.files:
+                    if file.applied and kind_label(file.path) == label:
+                        console.print(Text(f"    {file.path}: {_counts(a.rule for a in file.applied)}"))
     else:
         console.print(Text("Nothing to fix", style="bold"))
     if run.added:
@@ -78,8 +98,10 @@ def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
     declined = [(f.path, n) for f in run.files for n in f.not_fixed if n.reason != NEEDS_UNSAFE]
     if declined:
         console.print(Text("Not fixed (left to you, with the reason):", style="bold yellow"))
-        for path, item in declined:
-            console.print(Text(f"  {path}:{item.line} {item.rule} {item.name}: {item.reason}"))
+        for label, left in _by_kind(declined).items():
+            console.print(Text(f"  {label}:"))
+            for path, item in left:
+                console.print(Text(f"    {path}:{item.line} {item.rule} {item.name}: {item.reason}"))
     for error in run.errors:
         console.print(Text(f"  {error.path}: {error.message}", style="red"))
     remaining = run.after.findings
@@ -93,8 +115,10 @@ def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
     console.print(Text(f"{len(remaining)} finding{'s remain' if len(remaining) != 1 else ' remains'}: "
                        f"{len(unsafe)} fixable with --unsafe-fixes, {manual} to port by hand "
                        f"(`portscan scan` shows them with their rewrites)"))
-    if unsafe:
-        console.print(Text(f"  with --unsafe-fixes: {_counts(f.rule for f in unsafe)}"))
-    by_hand = [f.rule for f in remaining if f not in unsafe]
-    if by_hand:
-        console.print(Text(f"  by hand: {_counts(by_hand)}"))
+    for label, kept in _by_kind((f.path, f) for f in remaining).items():
+        parts = []
+        if by_hand := [f.rule for _, f in kept if f not in unsafe]:
+            parts.append(f"{len(by_hand)} by hand ({_counts(by_hand)})")
+        if later := [f.rule for _, f in kept if f in unsafe]:
+            parts.append(f"{len(later)} with --unsafe-fixes ({_counts(later)})")
+        console.print(Text(f"  {label}: " + "; ".join(parts)))

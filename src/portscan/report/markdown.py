@@ -11,7 +11,7 @@ from collections import Counter
 from itertools import groupby
 from pathlib import Path, PurePosixPath
 
-from portscan.filekinds import file_kind
+from portscan.filekinds import file_kind, kind_label
 from portscan.kinds.rocm_wheels import rocm_wheels
 from portscan.report import clean, fix_counts, guard_note, uses_note
 from portscan.model import Finding, ScanResult, Severity
@@ -115,6 +115,7 @@ def render_markdown(result: ScanResult) -> str:
             f"(`portscan fix`), {unsafe} that change behaviour and need review "
             "(`portscan fix --unsafe-fixes`). A fix leaves shapes of code it does not handle to you; "
             "every finding above carries a suggested rewrite.", ""]
+    out += fixable_by_kind(findings)
     if result.notes:
         out += ["## Notes", ""] + [f"- {_cell(note)}" for note in result.notes] + [""]
     if result.errors:
@@ -122,6 +123,22 @@ def render_markdown(result: ScanResult) -> str:
         out += [f"- `{e.path}` ({e.kind}): {_cell(e.message)}" for e in result.errors]
         out.append("")
     return "\n".join(out)
+
+
+def fixable_by_kind(findings: list[Finding]) -> list[str]:
+    """The auto-fixable split by file kind, as ``portscan fix`` summarises it: a row per
+    kind (Python first) with its findings that a safe fix, an unsafe fix or only a
+    person ports."""
+    if not findings:
+        return []
+    rows: dict[str, Counter[str]] = {}
+    for f in findings:
+        rows.setdefault(kind_label(f.path), Counter())[f.fix or "by hand"] += 1
+    out = ["| files | findings | safe fix | unsafe fix | by hand |", "|---|---:|---:|---:|---:|"]
+    for label, counts in sorted(rows.items(), key=lambda row: (row[0] != "Python", row[0].lower())):
+        out.append(f"| {_cell(label)} | {counts.total()} | {counts['safe']} | {counts['unsafe']} | "
+                   f"{counts['by hand']} |")
+    return out + [""]
 
 
 def _manifest(finding: Finding) -> bool:

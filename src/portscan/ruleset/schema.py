@@ -150,7 +150,9 @@ def _read_examples(data: Any, key: str) -> tuple[Example, ...]:
 #: fix kind -> the match kinds it can work from
 _FIX_NEEDS = {"replace": ("name",), "guard-import": ("import",)}
 #: text rewrite -> the match kinds whose matched text it can read
-_TEXT_NEEDS = {"rocm-pin": ("requirement",), "rocm-index": ("index",)}
+_TEXT_NEEDS = {"rocm-pin": ("requirement",), "rocm-index": ("index",), "rocm-arch": ("env",),
+               "rocm-devices": ("command",),
+               "rocm-compose-devices": ("yaml",), "amd-smi": ("subprocess",)}
 
 
 def _read_fix(data: Any, pattern: Pattern) -> FixSpec | None:
