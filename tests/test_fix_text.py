@@ -295,7 +295,9 @@ def test_the_fix_summary_and_the_markdown_report_group_by_file_kind(tmp_path: Pa
     assert "  shell scripts: 1 in 1 file (PS834)" in fixed_part
     assert "  Python:\n    models/vit.py:61 PS211" in rest
     remaining = rest[rest.index("findings remain"):]
-    assert "  Dockerfiles: 2 by hand (PS611, PS831)" in remaining
+    assert "  Dockerfiles: 1 by hand (PS611)" in remaining
+    # the NGC image has no exact ROCm twin (Python 3.8): the summary says what to check
+    assert "Check in review" in fixed_part and "Dockerfile:1 PS831" in fixed_part and "Python 3.9 for 3.8" in fixed_part
 
 
 COMPOSE = RuleSet(r for r in RULES.rules if r.code == "PS838")
@@ -416,3 +418,72 @@ def test_a_program_whose_failure_is_tolerated_is_info(text: str, path: str, seve
     found = [f for f in scan_source(text, path, RULES) if f.rule == "PS601"]
     assert [f.severity.value for f in found] == severities
     assert all(f.guard == "handled" for f in found if f.severity.value == "info")
+
+
+# -- item 2: CUDA images to their ROCm counterparts -------------------------------------
+
+IMAGES = RuleSet(r for r in RULES.rules if r.code in ("PS830", "PS831", "PS832"))
+
+
+@pytest.mark.parametrize(("path", "kind", "before", "after", "note"), [
+    ("Dockerfile", "dockerfile", "FROM nvcr.io/nvidia/pytorch:24.05-py3\n",
+     "FROM rocm/pytorch:rocm6.4.1_ubuntu22.04_py3.10_pytorch_release_2.4.1\n", None),
+    ("Dockerfile", "dockerfile", "ARG BASE=nvcr.io/nvidia/pytorch:25.01-py3\nFROM ${BASE} AS base\n",
+     "ARG BASE=rocm/pytorch:rocm6.4.3_ubuntu24.04_py3.12_pytorch_release_2.6.0\nFROM ${BASE} AS base\n", None),
+    ("Dockerfile", "dockerfile", "FROM nvidia/cuda:11.8.0-runtime-ubuntu20.04\n",
+     "FROM rocm/dev-ubuntu-20.04:6.4.1-complete\n", None),
+    ("Dockerfile", "dockerfile", "FROM docker.io/nvidia/cuda:12.4.1-base-ubuntu24.04\n",
+     "FROM rocm/dev-ubuntu-24.04:6.4.1\n", None),
+    ("docker-compose.yml", "compose", "services:\n  t:\n    image: \"pytorch/pytorch:2.4.0-cuda12.1-cudnn9-devel\"\n",
+     "services:\n  t:\n    image: \"rocm/pytorch:rocm6.3.3_ubuntu24.04_py3.12_pytorch_release_2.4.0\"\n",
+     "Python 3.12"),
+    (".github/workflows/t.yml", "ci", "jobs:\n  t:\n    container:\n      image: nvcr.io/nvidia/pytorch:23.01-py3\n",
+     "jobs:\n  t:\n    container:\n      image: rocm/pytorch:rocm6.1_ubuntu20.04_py3.9_pytorch_2.0.1\n",
+     "Python 3.9 for 3.8"),
+])
+def test_a_cuda_image_becomes_the_rocm_image_with_the_same_pytorch(path: str, kind: str, before: str, after: str,
+                                                                    note: str | None) -> None:
+    result = fix_text(before, path, kind, IMAGES, unsafe=True)
+    assert result.error is None and result.fixed == after
+    [applied] = result.applied
+    assert (applied.note is None) if note is None else (note in (applied.note or ""))
+    assert fix_text(after, path, kind, IMAGES, unsafe=True).fixed == after
+    assert not fix_text(before, path, kind, IMAGES, unsafe=False).applied
+    if kind != "dockerfile":
+        yaml.safe_load(result.fixed)
+
+
+def test_the_target_rocm_release_picks_the_dev_image() -> None:
+    from packaging.version import Version
+
+    from portscan.config import Target
+
+    result = fix_text("FROM nvidia/cuda:12.1.1-cudnn8-devel-ubuntu22.04\n", "Dockerfile", "dockerfile", IMAGES,
+                      unsafe=True, target=Target(rocm=Version("6.2")))
+    assert result.fixed == "FROM rocm/dev-ubuntu-22.04:6.2-complete\n" and result.applied[0].note is None
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    ("FROM nvcr.io/nvidia/pytorch:22.01-py3\n", "the nearest is rocm/pytorch:"),
+    ("FROM nvcr.io/nvidia/pytorch:19.01-py3\n", "not in the table of NGC releases"),
+    ("FROM nvcr.io/nvidia/tritonserver:24.01-py3\n", "no ROCm image with the same contents"),
+    ("FROM nvidia/cuda:11.8.0-devel-ubuntu18.04\n", "no rocm/dev-ubuntu-18.04"),
+    ("FROM nvidia/cuda:12.4.1-devel-rockylinux9\n", "not an Ubuntu tag"),
+    ("FROM pytorch/pytorch:latest\n", "not a `<torch>-cuda"),
+    ("ARG V=2.3.1\nFROM pytorch/pytorch:${V}-cuda12.1-cudnn8-devel\n", "named through a variable"),
+    ("FROM nvidia/cuda@sha256:" + "a" * 64 + "\n", "digest"),
+])
+def test_an_image_without_a_rocm_counterpart_in_the_table_is_declined(text: str, why: str) -> None:
+    result = fix_text(text, "Dockerfile", "dockerfile", IMAGES, unsafe=True)
+    assert result.fixed == text and len(result.not_fixed) == 1 and why in result.not_fixed[0].reason
+
+
+def test_every_image_row_names_its_source_and_every_ngc_torch_is_a_release() -> None:
+    from portscan.kinds.rocm_images import TABLE
+
+    data = tomllib.loads(TABLE.read_text())
+    for row in data["ngc"] + data["rocm_pytorch"]:
+        assert row["source"] and row["confidence"] in ("high", "medium", "low"), row
+    assert all(row["source"].startswith("https://") for row in data["rocm_pytorch"])
+    assert all(row["tag"].startswith(f"rocm{row['rocm']}_ubuntu{row['ubuntu']}_py{row['python']}_pytorch")
+               and row["tag"].endswith(row["torch"]) for row in data["rocm_pytorch"])

@@ -61,6 +61,8 @@ class Applied:
     #: the input places the fix touched: ``2*i+1`` for input line ``i`` (0-based)
     #: replaced, ``2*i+2`` for a line inserted after it (``0``: before the first)
     touches: frozenset[int] = frozenset()
+    #: what to check in review: the rewrite chose the nearest match, not an exact one
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = Fal
             done = rewrite(text, match, kind, target)
             assert done.new is not None  # a match the rewrite declines carries the reason
             start = match.start if done.start is None else done.start
-            edits.append(_Edit(match, start, match.end if done.end is None else done.end, done.new))
+            edits.append(_Edit(match, start, match.end if done.end is None else done.end, done.new, done.note))
     chosen = _non_overlapping(edits)
     if not chosen:
         return FileFix(path, text, text, not_fixed=tuple(not_fixed), findings=before, before=before)
@@ -80,7 +80,7 @@ def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = Fal
         return FileFix(path, text, text, not_fixed=tuple(not_fixed), error=f"{problem}; the file is unchanged",
                        findings=before, before=before)
     applied = tuple(Applied(e.match.rule.code, e.match.rule.name, e.match.rule.fix.tier if e.match.rule.fix
-                            else Tier.UNSAFE, line(e.match), _touches(index, e)) for e in chosen)
+                            else Tier.UNSAFE, line(e.match), _touches(index, e), e.note) for e in chosen)
     after: tuple[Finding, ...] = findings_from(fixed, path, match_text(fixed, kind, rules), target)
     return FileFix(path, text, fixed, applied, tuple(not_fixed), findings=after, before=before)
 
@@ -93,6 +93,7 @@ class _Edit:
     start: int
     end: int
     new: str
+    note: str | None = None  #: what the reviewer should check (see :class:`Rewritten`)
 
 
 def _touches(index: LineIndex, edit: _Edit) -> frozenset[int]:

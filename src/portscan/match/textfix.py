@@ -26,6 +26,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from portscan.config import Target
+from portscan.kinds.rocm_images import ImageChoice, rocm_images, torch_of_pytorch_tag
 from portscan.kinds.rocm_wheels import RocmWheels, rocm_wheels
 from portscan.match import Match
 
@@ -39,12 +40,14 @@ else:  # pragma: no cover - Python 3.10
 class Rewritten:
     """What a text rewrite makes of a match: the text that replaces it, or why it is left.
     ``start``/``end`` (offsets) move what ``new`` replaces off the match's own characters:
-    past its value, or to an insertion on the next line."""
+    past its value, or to an insertion on the next line. ``note``: what the reviewer of an
+    applied rewrite should check (a nearest match, not an exact one)."""
 
     new: str | None = None
     reason: str | None = None
     start: int | None = None
     end: int | None = None
+    note: str | None = None
 
 
 #: ``name[extras]==version+local``, as pip and PEP 508 spell a pin
@@ -380,6 +383,36 @@ def _same_args(words: Sequence[str], args: Sequence[str]) -> str | None:
     return number
 
 
+def rocm_image(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """A CUDA image reference -> the ROCm image ``rocm-images.toml`` pairs with it:
+    ``nvcr.io/nvidia/pytorch:24.05-py3`` and ``pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime``
+    -> the ``rocm/pytorch`` tag with that PyTorch, ``nvidia/cuda:12.1.1-devel-ubuntu22.04``
+    -> ``rocm/dev-ubuntu-22.04:<ROCm>-complete``. The reference is rewritten where it is
+    written (an ``ARG`` default the ``FROM`` line uses included)."""
+    reference = match.variables.get("image", "")
+    if text[match.start:match.end] != reference:
+        return Rewritten(reason="the image is named through a variable: change it where it is set")
+    name, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
+    if "$" in tag or "@" in reference:
+        return Rewritten(reason="the tag is built from a variable or pinned by digest: pick a ROCm image by hand")
+    bare = name.removeprefix("docker.io/").removeprefix("library/")
+    images = rocm_images()
+    if bare == "nvcr.io/nvidia/pytorch":
+        choice = images.for_ngc(tag)
+    elif bare in ("pytorch/pytorch", "ghcr.io/pytorch/pytorch"):
+        torch = torch_of_pytorch_tag(tag)
+        choice = images.for_torch(torch, True, None, f"{bare}:{tag}") if torch is not None else ImageChoice(
+            reason="not a `<torch>-cuda<X>-cudnn<Y>-<runtime|devel>` tag: pick a rocm/pytorch tag by hand")
+    elif bare == "nvidia/cuda":
+        choice = images.for_cuda_base(tag, target.rocm if target is not None else None)
+    else:
+        return Rewritten(reason="no ROCm image with the same contents in the table (rocm/pytorch, "
+                                "rocm/dev-ubuntu-*): pick one by hand (rocm/tensorflow, rocm/jax, rocm/vllm, ...)")
+    if choice.image is None:
+        return Rewritten(reason=choice.reason)
+    return Rewritten(new=choice.image, note=choice.note)
+
+
 #: name (as ``[fix] rewrite`` gives it) -> the rewrite
 TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] = {
     "rocm-pin": rocm_pin,
@@ -388,6 +421,7 @@ TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] 
     "rocm-devices": rocm_devices,
     "rocm-compose-devices": rocm_compose_devices,
     "amd-smi": amd_smi,
+    "rocm-image": rocm_image,
 }
 
 

@@ -45,7 +45,7 @@ _TRANSFORM_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none"})
 #: the named text rewrites :mod:`portscan.match.textfix` provides (a test keeps the two equal)
 TEXT_REWRITE_NAMES = frozenset({"rocm-pin", "rocm-index", "rocm-arch", "rocm-devices",
-                                "rocm-compose-devices", "amd-smi"})
+                                "rocm-compose-devices", "amd-smi", "rocm-image"})
 
 
 class Tier(str, Enum):

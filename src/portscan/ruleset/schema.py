@@ -152,7 +152,8 @@ _FIX_NEEDS = {"replace": ("name",), "guard-import": ("import",)}
 #: text rewrite -> the match kinds whose matched text it can read
 _TEXT_NEEDS = {"rocm-pin": ("requirement",), "rocm-index": ("index",), "rocm-arch": ("env",),
                "rocm-devices": ("command",),
-               "rocm-compose-devices": ("yaml",), "amd-smi": ("subprocess",)}
+               "rocm-compose-devices": ("yaml",), "amd-smi": ("subprocess",),
+               "rocm-image": ("image",)}
 
 
 def _read_fix(data: Any, pattern: Pattern) -> FixSpec | None:
