@@ -453,6 +453,23 @@ def test_a_cuda_image_becomes_the_rocm_image_with_the_same_pytorch(path: str, ki
         yaml.safe_load(result.fixed)
 
 
+@pytest.mark.parametrize(("path", "kind", "before", "after"), [
+    ("docker-compose.yml", "compose", "services:\n  s:\n    image: ${IMAGE:-nvcr.io/nvidia/pytorch:24.05-py3}\n",
+     "services:\n  s:\n    image: ${IMAGE:-rocm/pytorch:rocm6.4.1_ubuntu22.04_py3.10_pytorch_release_2.4.1}\n"),
+    ("Dockerfile", "dockerfile", "ARG CUDA=12.4.1\nARG BASE=nvidia/cuda:${CUDA}-devel-ubuntu22.04\nFROM ${BASE}\n",
+     "ARG CUDA=12.4.1\nARG BASE=rocm/dev-ubuntu-22.04:6.4.1-complete\nFROM ${BASE}\n"),
+    ("Dockerfile", "dockerfile", "ARG UBUNTU\nFROM nvidia/cuda:12.4.1-cudnn-runtime-ubuntu${UBUNTU}\n",
+     "ARG UBUNTU\nFROM rocm/dev-ubuntu-${UBUNTU}:6.4.1-complete\n"),
+    (".gitlab-ci.yml", "ci",
+     'variables:\n  CUDA: "12.1.1"\ndefault:\n  image: nvidia/cuda:${CUDA}-runtime-ubuntu22.04\n',
+     'variables:\n  CUDA: "12.1.1"\ndefault:\n  image: rocm/dev-ubuntu-22.04:6.4.1-complete\n'),
+])
+def test_an_image_is_rewritten_where_it_is_written(path: str, kind: str, before: str, after: str) -> None:
+    result = fix_text(before, path, kind, IMAGES, unsafe=True)
+    assert result.fixed == after and len(result.applied) == 1
+    assert fix_text(after, path, kind, IMAGES, unsafe=True).fixed == after
+
+
 def test_the_target_rocm_release_picks_the_dev_image() -> None:
     from packaging.version import Version
 
@@ -470,7 +487,8 @@ def test_the_target_rocm_release_picks_the_dev_image() -> None:
     ("FROM nvidia/cuda:11.8.0-devel-ubuntu18.04\n", "no rocm/dev-ubuntu-18.04"),
     ("FROM nvidia/cuda:12.4.1-devel-rockylinux9\n", "not an Ubuntu tag"),
     ("FROM pytorch/pytorch:latest\n", "not a `<torch>-cuda"),
-    ("ARG V=2.3.1\nFROM pytorch/pytorch:${V}-cuda12.1-cudnn8-devel\n", "named through a variable"),
+    ("ARG V=2.3.1\nFROM pytorch/pytorch:${V}-cuda12.1-cudnn8-devel\n", "built from variables"),
+    ("ARG BASE\nFROM ${BASE:-nvidia/cuda}:12.1.1-devel-ubuntu22.04\n", "named through a variable"),
     ("FROM nvidia/cuda@sha256:" + "a" * 64 + "\n", "digest"),
 ])
 def test_an_image_without_a_rocm_counterpart_in_the_table_is_declined(text: str, why: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import warnings
-from collections.abc import Callable, Container, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +122,8 @@ class _Pass(CodemodCommand):
         self.applied: list[tuple[Match, Tier]] = []
         self.not_fixed: list[tuple[Match, str]] = []
         self.matches: list[Match] = []  #: every match in the pass's input
+        #: id(match) -> the input lines its rewrite owns beyond its own (see TransformResult.owned)
+        self.owned: dict[int, tuple[int, int]] = {}
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """The pass over ``tree`` (the module of ``walk``), then LibCST's import visitors
@@ -185,6 +187,7 @@ class _Pass(CodemodCommand):
             self.not_fixed += [(d.match, d.reason) for d in outcome.declined]
             if outcome.module is not None:
                 self.applied += list(outcome.fixed)
+                self.owned.update(outcome.owned)
                 return outcome.module
             self.context.scratch.clear()
             self.context.scratch.update(copy.deepcopy(clean))
@@ -475,7 +478,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         if new == current:
             matches = last.matches
             break
-        done, imported, emptied = last.applied, walk.names.from_imports, walk.names.emptied_fallbacks
+        done, owned, imported, emptied = last.applied, last.owned, walk.names.from_imports, walk.names.emptied_fallbacks
         del last, fixed, walk, module  # the pass's trees go before the next parse (memory)
         try:  # the check, with the scan's fast parse: LibCST only if another pass is due
             module = parse_for_matching(new)
@@ -485,7 +488,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         if compiled and not _compiles(new, path):
             return FileFix(path, text, text, error="a fix produced code that does not compile; "
                                                    "the file is unchanged")
-        applied += origins.advance(new, done)
+        applied += origins.advance(new, done, owned)
         current = new
         candidates, silenced = rules.candidates(current), silencer(current)
         walk = ModuleWalk(module, candidates, first_party)
@@ -565,12 +568,16 @@ class _Origins:
         before = self._before(at)
         return before + 2 if before is not None else 1
 
-    def advance(self, new: str, applied: Sequence[tuple[Match, Tier]]) -> list[Applied]:
+    def advance(self, new: str, applied: Sequence[tuple[Match, Tier]],
+                owned: Mapping[int, tuple[int, int]] | None = None) -> list[Applied]:
         """Move on to ``new``, the pass's output: each applied match with the input
-        places of the changed blocks that overlap it (blocks that overlap none, such as
-        the imports a pass added or removed, belong to every match of the pass)."""
+        places of the changed blocks that overlap it, or the lines its rewrite owns
+        (``owned``: id(match) -> 1-based first and last line); blocks that overlap none,
+        such as the imports a pass added or removed, belong to every match of the pass."""
         diff = opcodes(lines_with_ends(self.text), lines_with_ends(new))
-        spans = [(self.index.position(m.start)[0] - 1, self.index.position(max(m.end - 1, m.start))[0] - 1)
+        owned = owned or {}
+        spans = [(owned[id(m)][0] - 1, owned[id(m)][1] - 1) if id(m) in owned else
+                 (self.index.position(m.start)[0] - 1, self.index.position(max(m.end - 1, m.start))[0] - 1)
                  for m, _ in applied]
         touches: list[set[int]] = [set() for _ in applied]
         at_line: dict[int, list[int]] = {}  # line -> the applied matches spanning it

@@ -101,7 +101,10 @@ class RocmImages:
             return ImageChoice(reason="not an Ubuntu tag of nvidia/cuda (`<version>-<flavour>-ubuntuXX.04`); "
                                       "AMD publishes rocm/dev-ubuntu-* images only: pick a base by hand")
         ubuntu = found.group("ubuntu")
-        releases = self.dev_ubuntu.get(ubuntu)
+        if "$" in ubuntu:  # the image for each Ubuntu the variable may name
+            releases = tuple(sorted(set.intersection(*(set(r) for r in self.dev_ubuntu.values()))))
+        else:
+            releases = self.dev_ubuntu.get(ubuntu, ())
         if not releases:
             return ImageChoice(reason=f"no rocm/dev-ubuntu-{ubuntu} image is listed (the table has Ubuntu "
                                       f"{', '.join(self.dev_ubuntu)}): move to a newer Ubuntu by hand")
@@ -112,12 +115,18 @@ class RocmImages:
             if rocm not in releases:
                 note = f"ROCm {rocm} (the target) is not among the releases listed for this image: check the tag exists"
         image = f"rocm/dev-ubuntu-{ubuntu}:{chosen}{'-complete' if complete else ''}"
+        if "$" in ubuntu:
+            note = "; ".join(filter(None, (note, f"the Ubuntu comes from {ubuntu}: rocm/dev-ubuntu images exist for "
+                                                 f"{', '.join(self.dev_ubuntu)}")))
         return ImageChoice(image, note)
 
 
-#: nvidia/cuda tags: ``12.1.1-cudnn8-devel-ubuntu22.04``, ``11.8.0-runtime-ubuntu20.04``
-_CUDA_TAG = re.compile(r"\d+\.\d+(?:\.\d+)?-(?P<flavour>base|runtime|devel|cudnn\d*-runtime|cudnn\d*-devel)"
-                       r"-ubuntu(?P<ubuntu>\d\d\.04)")
+#: nvidia/cuda tags: ``12.1.1-cudnn8-devel-ubuntu22.04``, ``11.8.0-runtime-ubuntu20.04``; the CUDA
+#: version (not used) and the Ubuntu (written into the ROCm image's name) may be variables
+_VARIABLE = r"\$\{\w+\}|\$\w+"
+_CUDA_TAG = re.compile(rf"(?:\d+\.\d+(?:\.\d+)?|{_VARIABLE})"
+                       r"-(?P<flavour>base|runtime|devel|cudnn\d*-runtime|cudnn\d*-devel)"
+                       rf"-ubuntu(?P<ubuntu>\d\d\.04|{_VARIABLE})")
 
 
 def _minor(version: Version) -> str:

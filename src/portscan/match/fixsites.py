@@ -86,6 +86,60 @@ def enclosing_comparison(node: cst.CSTNode, parent: Parent) -> cst.Comparison | 
     return None
 
 
+#: nvcc options that take the next list element as their value (``"-gencode", "arch=..."``)
+NVCC_PAIRED = frozenset({"-gencode", "--generate-code", "-arch", "--gpu-architecture", "--gpu-code", "-code",
+                         "-Xptxas", "--ptxas-options", "-maxrregcount", "--maxrregcount", "-Xnvlink",
+                         "--nvlink-options", "-Xfatbin", "--fatbin-options", "-Xcompiler", "--compiler-options",
+                         "-ccbin", "--compiler-bindir", "-t", "--threads", "--diag-suppress", "-Xcudafe",
+                         "--keep-dir", "--default-stream"})
+#: where a list of nvcc flags may stand for ``hip-nvcc-flags`` to make it ``[...] if hip else [...]``
+_FLAG_LIST_PLACES = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.DictElement, cst.Arg, cst.Return)
+
+
+def nvcc_flag_list(node: cst.CSTNode, parent: Parent) -> cst.List | str:
+    """The list literal whose element ``node`` is, where ``hip-nvcc-flags`` can give it a
+    ROCm twin (``[hip] if torch.version.hip else [the list as written]``); else why not."""
+    element = parent(node)
+    above = parent(element) if isinstance(element, cst.Element) else None
+    if not isinstance(above, cst.List):
+        return ("not an element of a list literal (appended one by one, built in a comprehension or a "
+                "helper): add it only `if not torch.version.hip` by hand")
+    listed: cst.List = above
+    holder = parent(listed)
+    if not isinstance(holder, _FLAG_LIST_PLACES) or getattr(holder, "value", None) is not listed:
+        return "the list is not assigned, returned or passed as it stands: add the flag only for CUDA by hand"
+    values = [_flag_text(e) for e in listed.elements]
+    last = values[-1] if values else None
+    if last in NVCC_PAIRED:
+        return f"`{last}` takes its value from outside this list: add both only for CUDA by hand"
+    return listed
+
+
+def cuda_home_test(node: cst.CSTNode, parent: Parent) -> str | None:
+    """Why ``cuda-home-toolkit`` cannot make this ``CUDA_HOME`` read as "the toolkit of
+    this build": it must be tested against None (``is None``, ``is not None``) or for
+    truth (``if CUDA_HOME:``, ``not CUDA_HOME``, an ``and``/``or`` operand); a path built
+    from it names a CUDA tool."""
+    above = parent(node)
+    if isinstance(above, cst.Comparison) and above.left is node and len(above.comparisons) == 1:
+        target = above.comparisons[0]
+        if isinstance(target.operator, (cst.Is, cst.IsNot, cst.Equal, cst.NotEqual)) and \
+                isinstance(target.comparator, cst.Name) and target.comparator.value == "None":
+            return None
+    if isinstance(above, (cst.If, cst.While)) and above.test is node or \
+            isinstance(above, cst.UnaryOperation) and isinstance(above.operator, cst.Not) or \
+            isinstance(above, cst.BooleanOperation):
+        return None
+    return ("not a test of whether the toolkit was found: a path under CUDA_HOME names a CUDA tool "
+            "(nvcc, lib64); use ROCM_HOME (hipcc, lib) on ROCm by hand")
+
+
+def _flag_text(element: cst.BaseElement) -> str | None:
+    value = element.value
+    return value.evaluated_value if isinstance(value, cst.SimpleString) and \
+        isinstance(value.evaluated_value, str) else None
+
+
 def parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
     """Each code-carrying node's parent (iterative: deep nesting does not recurse)."""
     found: dict[cst.CSTNode, cst.CSTNode] = {}
@@ -121,13 +175,19 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
             (blocked[id(entry)] if entry is not None else None)
     if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, facts.parent) is None:
         return NOT_A_COMPARISON
+    if _transform(match) == "cuda-home-toolkit":
+        return cuda_home_test(match.node, facts.parent)
+    if _transform(match) == "hip-nvcc-flags":
+        site = nvcc_flag_list(match.node, facts.parent)
+        return site if isinstance(site, str) else None
     return None
 
 
 def _decides(match: Match) -> bool:
     spec = match.rule.fix
     return spec is not None and match.guard is None and (spec.kind in ("replace", "delete", "text")
-                                                         or spec.transform == "cuda-version-none")
+                                                         or spec.transform in ("cuda-version-none", "hip-nvcc-flags",
+                                                                            "cuda-home-toolkit"))
 
 
 def decline_reasons(matches: Sequence[Match], facts: Callable[[], Facts]) -> list[str | None]:

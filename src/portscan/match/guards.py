@@ -161,7 +161,9 @@ def is_toolkit_check(expr: cst.CSTNode) -> bool:
     vendor branches; the test itself stays what it is (a gate that skips the GPU build on
     ROCm), and unlike a vendor check it makes neither an ``and``/``or`` chain vendor-aware
     nor the code after ``if CUDA_HOME is None: raise ...`` (that gate stops the ROCm build;
-    what follows is what a port has to change once it is lifted)."""
+    what follows is what a port has to change once it is lifted) -- not even when it picks
+    the toolkit by vendor, as ``cuda-home-toolkit`` writes it:
+    ``if (ROCM_HOME if IS_HIP_EXTENSION else CUDA_HOME) is None: raise ...``."""
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()

@@ -912,7 +912,7 @@ class _Collector(Walker):
                 continue
             names = _names_in(statement.test)
             self.name_checks.extend(NameCheck(rest, names) for rest in body[i + 1:])
-            if not vendor and is_vendor_check(statement.test):
+            if not vendor and is_vendor_check(statement.test) and not is_toolkit_check(statement.test):
                 self.regions.extend(Region(rest, VENDOR_BRANCH) for rest in body[i + 1:])
                 vendor = True
         return True

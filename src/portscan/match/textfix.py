@@ -388,15 +388,24 @@ def rocm_image(text: str, match: Match, kind: str, target: Target | None = None)
     ``nvcr.io/nvidia/pytorch:24.05-py3`` and ``pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime``
     -> the ``rocm/pytorch`` tag with that PyTorch, ``nvidia/cuda:12.1.1-devel-ubuntu22.04``
     -> ``rocm/dev-ubuntu-22.04:<ROCm>-complete``. The reference is rewritten where it is
-    written (an ``ARG`` default the ``FROM`` line uses included)."""
-    reference = match.variables.get("image", "")
-    if text[match.start:match.end] != reference:
-        return Rewritten(reason="the image is named through a variable: change it where it is set")
+    written: an ``ARG`` default the ``FROM`` line uses, the default of ``${IMAGE:-...}``, an
+    ``nvidia/cuda`` tag whose CUDA version or Ubuntu comes from a variable
+    (``${CUDA_VERSION}-devel-ubuntu${UBUNTU}`` -> ``rocm/dev-ubuntu-${UBUNTU}:...``)."""
+    reference, start, end = match.variables.get("image", ""), match.start, match.end
+    written = text[start:end]
+    if written != reference and written.count(reference) == 1:  # ${IMAGE:-<reference>}, a quoted default
+        start += written.index(reference)
+        end = start + len(reference)
+    elif written != reference:
+        reference = written  # resolved from variables: the text as written (nvidia/cuda:${CUDA}-devel-...)
     name, _, tag = reference.rpartition(":") if ":" in reference.rsplit("/", 1)[-1] else (reference, "", "")
-    if "$" in tag or "@" in reference:
-        return Rewritten(reason="the tag is built from a variable or pinned by digest: pick a ROCm image by hand")
+    if "$" in name or "@" in reference:
+        return Rewritten(reason="the image is named through a variable or pinned by digest: "
+                                "change it where it is set")
     bare = name.removeprefix("docker.io/").removeprefix("library/")
     images = rocm_images()
+    if "$" in tag and bare != "nvidia/cuda":
+        return Rewritten(reason="the tag is built from variables: pick a ROCm image by hand")
     if bare == "nvcr.io/nvidia/pytorch":
         choice = images.for_ngc(tag)
     elif bare in ("pytorch/pytorch", "ghcr.io/pytorch/pytorch"):
@@ -410,7 +419,7 @@ def rocm_image(text: str, match: Match, kind: str, target: Target | None = None)
                                 "rocm/dev-ubuntu-*): pick one by hand (rocm/tensorflow, rocm/jax, rocm/vllm, ...)")
     if choice.image is None:
         return Rewritten(reason=choice.reason)
-    return Rewritten(new=choice.image, note=choice.note)
+    return Rewritten(new=choice.image, note=choice.note, start=start, end=end)
 
 
 #: name (as ``[fix] rewrite`` gives it) -> the rewrite

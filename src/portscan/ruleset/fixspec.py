@@ -42,7 +42,7 @@ BARE = ("skip", "rename", "call")
 _TRANSFORM_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 #: the named transforms :mod:`portscan.fix.transforms` provides, declared here so that
 #: loading rules checks names without importing the fixer (a test keeps the two equal)
-TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none"})
+TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none", "hip-nvcc-flags", "cuda-home-toolkit"})
 #: the named text rewrites :mod:`portscan.match.textfix` provides (a test keeps the two equal)
 TEXT_REWRITE_NAMES = frozenset({"rocm-pin", "rocm-index", "rocm-arch", "rocm-devices",
                                 "rocm-compose-devices", "amd-smi", "rocm-image"})

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -17,6 +17,9 @@ class TransformResult:
     module: cst.Module | None  #: ``None``: nothing changed
     fixed: tuple[tuple[Match, Tier], ...] = ()
     declined: tuple[Declined, ...] = ()
+    #: id(match) -> the (first, last) 1-based lines of the input its rewrite owns, where that
+    #: is more than the match's own lines (a list rewritten whole for the flags in it)
+    owned: Mapping[int, tuple[int, int]] = field(default_factory=dict)
 
 
 Transform = Callable[[FixContext, Sequence[Match], bool], TransformResult]
