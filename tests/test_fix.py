@@ -169,8 +169,12 @@ def test_fixture_fix_proof(tmp_path: Path, rules, capsys) -> None:
         assert {f.guard for f in guarded_imports} == {"fallback"}
         assert {f.severity.value for f in guarded_imports} == {"warning"}
         assert any(f.uses for f in guarded_imports), code
-    for code in ("PS301", "PS501", "PS502", "PS503", "PS702", "PS910"):
+    for code in ("PS301", "PS503", "PS910"):
         assert unguarded(after, code) == unguarded(before_scan, code) > 0, code
+    # SM gates (and the FlashAttention-3 import under one), nvcc-only flags and the toolkit
+    # check: NVIDIA's path kept, ROCm's added (guarded)
+    for code in ("PS501", "PS502", "PS702", "PS404", "PS902", "PS903", "PS904"):
+        assert unguarded(before_scan, code) > 0 and unguarded(after, code) == 0, code
     # the CUDA wheel pins and index in requirements.txt and pyproject.toml became ROCm ones
     for code in ("PS801", "PS802"):
         assert unguarded(before_scan, code) > 0 and unguarded(after, code) == 0, code

@@ -293,7 +293,7 @@ def test_the_fix_summary_and_the_markdown_report_group_by_file_kind(tmp_path: Pa
     fixed_part, _, rest = out.partition("Not fixed")
     assert "  requirements files: 3 in 1 file (PS801 ×2, PS802)" in fixed_part
     assert "  shell scripts: 1 in 1 file (PS834)" in fixed_part
-    assert "  Python:\n    models/vit.py:61 PS211" in rest
+    assert "  Python:\n    models/vit.py:21 PS503" in rest and "    models/vit.py:61 PS211" in rest
     remaining = rest[rest.index("findings remain"):]
     assert "  Dockerfiles: 1 by hand (PS611)" in remaining
     # the NGC image has no exact ROCm twin (Python 3.8): the summary says what to check

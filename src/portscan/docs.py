@@ -102,6 +102,10 @@ def fix_section(rule: Rule) -> list[str]:
         lines += [f"Needs {needs}: in a project whose requirements allow an older torch the "
                   "fix leaves the code as it is and says why; without a declared torch version "
                   "it applies (see [the project's torch floor](../rule-format.md#fixes-fix)).", ""]
+    if fix.arch:
+        lines += [f"Only for a {', '.join(fix.arch)} target (`[target] arch` in the config or "
+                  "`--target-arch`): without one the fix leaves the code as it is and says why, "
+                  "and the scan does not mark the finding `[fix]`.", ""]
     fence = _fence(shown.path) if shown.path else "python"
     lines += ["Before:", "", f"```{fence}", shown.before.strip("\n"), "```", "",
               "After:", "", f"```{fence}", (shown.after or "").strip("\n"), "```"]

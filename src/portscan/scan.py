@@ -66,8 +66,8 @@ def fingerprint(rule: str, path: str, text: str) -> str:
     return hashlib.sha256(f"{rule}\0{path}\0{normalised}".encode()).hexdigest()[:20]
 
 
-def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Severity | None = None
-               ) -> Finding:
+def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Severity | None = None,
+               target: Target | None = None) -> Finding:
     rule = match.rule
     severity = guarded_severity(base or rule.severity, match.guard, rule.pattern.kind == "import" and not match.folded)
     span = lines.span(match.start, match.end)
@@ -79,7 +79,7 @@ def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Sever
         message=rule.render_message(match.variables), rewrite=rule.rewrite,
         references=rule.references, guard=match.guard,
         fix=rule.fix.tier.value if rule.fix is not None and match.guard is None and match.fixable
-        and match.declined is None else None,
+        and match.declined is None and rule.fix.arch_declined(target) is None else None,
         fingerprint=fingerprint(rule.code, path, text[first:last]),
     )
 
@@ -149,7 +149,7 @@ def findings_from(text: str, path: str, matches: list[Match], target: Target | N
     for match in matches:
         base = match.rule.severity_for(target)
         if base is not None:
-            pairs.append((match, to_finding(match, path, lines, text, base)))
+            pairs.append((match, to_finding(match, path, lines, text, base, target)))
     return tuple(sorted(collapse(pairs), key=Finding.sort_key))
 
 

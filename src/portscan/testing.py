@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+from portscan.config import Target
 from portscan.filekinds import file_kind
 from portscan.ruleset.fixspec import FixExample, Tier
 from portscan.match.hipify import load_hipify_names
@@ -148,9 +149,12 @@ def check_fix_example(case: FixCase) -> list[str]:
     path = example.path or "example.py"
     kind = file_kind(PurePosixPath(path)) or "python"
 
+    # a fix that is right for some GPUs only is shown for the first of them
+    target = Target(arch=rule.fix.arch[0]) if rule.fix.arch else None
+
     def fix(text: str, unsafe: bool) -> FileFix:
-        return fix_source(text, path, single, unsafe=unsafe) if kind == "python" else \
-            fix_text(text, path, kind, single, unsafe=unsafe)
+        return fix_source(text, path, single, unsafe=unsafe, target=target) if kind == "python" else \
+            fix_text(text, path, kind, single, unsafe=unsafe, target=target)
 
     result = fix(example.before, unsafe)
     if result.error:

@@ -110,7 +110,7 @@ class _Pass(CodemodCommand):
 
     def __init__(self, context: CodemodContext, rules: Sequence[Rule], first_party: frozenset[str],
                  unsafe: bool, silenced: Callable[[Match], bool], source: str, walk: ModuleWalk,
-                 floor: Floor | None = None) -> None:
+                 floor: Floor | None = None, target: Target | None = None) -> None:
         super().__init__(context)
         self.source = source  #: the text of the module the pass is given
         self.walk = walk  #: the matcher's walk of that module, for these rules
@@ -119,6 +119,7 @@ class _Pass(CodemodCommand):
         self.unsafe = unsafe
         self.silenced = silenced
         self.floor = floor  #: the oldest torch the project allows (None: no constraint)
+        self.target = target  #: the configured ROCm target (a fix may be right for some GPUs only)
         self.applied: list[tuple[Match, Tier]] = []
         self.not_fixed: list[tuple[Match, str]] = []
         self.matches: list[Match] = []  #: every match in the pass's input
@@ -151,7 +152,7 @@ class _Pass(CodemodCommand):
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.matches = self.walk.matches()
         ctx = FixContext(self.context, self.walk.names, self.source, self.matches,
-                         self.floor.version if self.floor is not None else None)
+                         self.floor.version if self.floor is not None else None, self.target)
         matches = fixable(self.matches, self.silenced)
         transforms: dict[str, list[Match]] = {}
         edits: list[Edit] = []
@@ -165,6 +166,8 @@ class _Pass(CodemodCommand):
                 self.not_fixed.append((match, match.declined))
             elif (older := floor_declined(spec, match.variables.get("name", ""), self.floor)) is not None:
                 self.not_fixed.append((match, older))
+            elif (other_gpu := spec.arch_declined(self.target)) is not None:
+                self.not_fixed.append((match, other_gpu))
             elif spec.kind == "transform":
                 transforms.setdefault(spec.transform, []).append(match)
             else:
@@ -463,7 +466,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     free = walk.names.free  # names the input uses without binding them (builtins, ...)
     for _ in range(MAX_PASSES):
         context = CodemodContext(filename=path, full_module_name=module_name, full_package_name=package)
-        last = _Pass(context, candidates, first_party, unsafe, silenced, current, walk, floor)
+        last = _Pass(context, candidates, first_party, unsafe, silenced, current, walk, floor, target)
         declined = last.not_fixed
         try:
             fixed = last.transform_module(module)
@@ -513,8 +516,10 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     else:
         return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
                                                "the file is unchanged")
+    written = {(a.rule, a.line) for a in applied}  # a guard the fix itself wrote is no reason to list
     not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, origins.input_line(m.start), reason)
-                              for m, reason in [*declined, *guarded(matches, silenced)]},
+                              for m, reason in [*declined, *guarded(matches, silenced)]
+                              if (m.rule.code, origins.input_line(m.start)) not in written},
                              key=lambda n: (n.line, n.rule)))
     return FileFix(path, text, current, tuple(applied), not_fixed, findings=found(current, matches),
                    before=before)

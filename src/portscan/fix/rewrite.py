@@ -23,6 +23,7 @@ from libcst.helpers import get_absolute_module_from_package_for_import
 from libcst.metadata import CodePosition, CodeRange
 from packaging.version import Version
 
+from portscan.config import Target
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
 from portscan.match.fixsites import parents, probing
@@ -65,13 +66,14 @@ class FixContext:
     """Metadata over one module for the length of one fix pass."""
 
     def __init__(self, context: CodemodContext, names: Names, text: str, matches: Sequence[Match] = (),
-                 torch_floor: Version | None = None) -> None:
+                 torch_floor: Version | None = None, target: Target | None = None) -> None:
         assert context.wrapper is not None
         self.context = context
         self.matches = matches  #: every match of the pass's rules in the module
         #: the oldest torch the project allows (None: no constraint), for transforms that
         #: write an older spelling where the newer one does not exist yet
         self.torch_floor = torch_floor
+        self.target = target  #: the configured ROCm target: what a transform writes may depend on it
         self.module = context.wrapper.module
         self.names = names  #: from the matcher's walk of this same tree
         self.lines = LineIndex(text)  #: of the module's source, for the positions of its nodes

@@ -63,6 +63,8 @@ def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = Fal
             not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), match.declined))
         elif spec.tier is Tier.UNSAFE and not unsafe:
             not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), NEEDS_UNSAFE))
+        elif (other_gpu := spec.arch_declined(target)) is not None:
+            not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), other_gpu))
         else:
             done = rewrite(text, match, kind, target)
             assert done.new is not None  # a match the rewrite declines carries the reason

@@ -54,6 +54,9 @@ class Facts(Tree, Protocol):
     def code(self, node: cst.CSTNode) -> str: ...
 
 
+#: why ``nvidia-gate`` leaves a helper's call alone (``requires_sm(9, 0)``, reported where it is called)
+IN_A_HELPER = ("the comparison is in a helper this call reaches: put `torch.version.cuda is not None and` "
+               "in front of it there, by hand")
 #: why ``cuda-version-none`` leaves a value use (``int(torch.version.cuda[0])``) alone
 NOT_A_COMPARISON = "not a comparison: the version itself is used, so branch on torch.version.hip by hand"
 
@@ -175,6 +178,8 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
             (blocked[id(entry)] if entry is not None else None)
     if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, facts.parent) is None:
         return NOT_A_COMPARISON
+    if _transform(match) == "nvidia-gate" and not isinstance(match.node, cst.Comparison):
+        return IN_A_HELPER
     if _transform(match) == "cuda-home-toolkit":
         return cuda_home_test(match.node, facts.parent)
     if _transform(match) == "hip-nvcc-flags":
@@ -187,7 +192,7 @@ def _decides(match: Match) -> bool:
     spec = match.rule.fix
     return spec is not None and match.guard is None and (spec.kind in ("replace", "delete", "text")
                                                          or spec.transform in ("cuda-version-none", "hip-nvcc-flags",
-                                                                            "cuda-home-toolkit"))
+                                                                            "cuda-home-toolkit", "nvidia-gate"))
 
 
 def decline_reasons(matches: Sequence[Match], facts: Callable[[], Facts]) -> list[str | None]:

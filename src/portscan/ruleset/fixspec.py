@@ -29,7 +29,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.version import InvalidVersion, Version
 
@@ -40,9 +40,16 @@ NEEDS_UNSAFE = "unsafe fix: apply with --unsafe-fixes"
 FIX_KINDS = ("replace", "guard-import", "delete", "transform", "text")
 BARE = ("skip", "rename", "call")
 _TRANSFORM_NAME = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+#: an LLVM AMDGPU target, as ``target.arch`` spells it
+GFX_NAME = re.compile(r"^gfx[0-9a-f]{3,4}$")
+
+if TYPE_CHECKING:
+    from portscan.config import Target
+
 #: the named transforms :mod:`portscan.fix.transforms` provides, declared here so that
 #: loading rules checks names without importing the fixer (a test keeps the two equal)
-TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none", "hip-nvcc-flags", "cuda-home-toolkit"})
+TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none", "hip-nvcc-flags", "cuda-home-toolkit",
+                             "nvidia-gate", "fp8-fnuz"})
 #: the named text rewrites :mod:`portscan.match.textfix` provides (a test keeps the two equal)
 TEXT_REWRITE_NAMES = frozenset({"rocm-pin", "rocm-index", "rocm-arch", "rocm-devices",
                                 "rocm-compose-devices", "amd-smi", "rocm-image"})
@@ -131,6 +138,18 @@ class FixSpec:
     #: the oldest torch that has what the fix writes, for every use (a transform's
     #: ``torch.amp.GradScaler``); entries may need more. Empty: any.
     torch: str = ""
+    #: the target GPUs (gfx names) what the fix writes is right for; it applies only when
+    #: ``target.arch`` is one of them (the OCP-to-fnuz FP8 dtypes: gfx942). Empty: any.
+    arch: tuple[str, ...] = ()
+
+    def arch_declined(self, target: Target | None) -> str | None:
+        """Why the fix does not apply for ``target`` (None: it does)."""
+        if not self.arch or (target is not None and target.arch in self.arch):
+            return None
+        named = "no target.arch is set" if target is None or target.arch is None else \
+            f"the target is {target.arch}"
+        return (f"what this fix writes is right on {', '.join(self.arch)} only and {named}: set "
+                "`[target] arch` in the config or pass --target-arch")
 
     def replacement_for(self, qualified: str) -> Replace | None:
         for entry in self.replace:
@@ -271,10 +290,11 @@ def read_fix(data: Any, rule_names: tuple[str, ...]) -> FixSpec:
     elif kind == "text":
         transform = r.choice("rewrite", tuple(sorted(TEXT_REWRITE_NAMES)))
     torch = _torch_version(r)
+    arch = r.texts("arch", required=False, check=GFX_NAME, what="gfx architecture name")
     examples = _read_examples(r.raw("example", True), "fix.example")
     if kind == "text" and not all(e.path and not e.path.endswith(".py") for e in examples):
         raise PatternError("fix.example", "a text fix rewrites files that are not Python: give each "
                                           "example the `path` of one (requirements.txt, Dockerfile, ...)")
     r.finish()
     return FixSpec(tier=tier, why=" ".join(why.split()), kind=kind, replace=replace,
-                   transform=transform, examples=examples, torch=torch)
+                   transform=transform, examples=examples, torch=torch, arch=arch)

@@ -1,30 +1,40 @@
-"""``torch.version.cuda`` used in a check that raises on None.
+"""Comparisons that mean something on NVIDIA only, given ``<guard> and`` in front.
 
+``cuda-version-none``: ``torch.version.cuda`` used in a check that raises on None.
 Inside a comparison (``torch.version.cuda >= "11.8"``,
 ``version.parse(torch.version.cuda) < version.parse("11")``,
 ``int(torch.version.cuda.split(".")[0]) >= 11``) the comparison becomes
 ``torch.version.cuda is not None and <comparison>``. Wherever the original did not
 raise the result is the same; on ROCm the check is False instead of a TypeError.
-
 Anywhere else the value itself is needed (``cuda_major = int(torch.version.cuda[0])``)
 and no stand-in is right for every caller (a "0.0" would turn a crash into a wrong
 version check), so those places are left to the user with the rule's rewrite.
+
+``nvidia-gate``: a comparison of NVIDIA SM numbers (``get_device_capability() >= (8, 0)``,
+``props.major >= 9``) becomes ``torch.version.cuda is not None and <comparison>``: NVIDIA
+GPUs take the same path as before, AMD GPUs (whose gfx numbers pass such tests) the
+path for GPUs without the feature, which is the one the code has for older NVIDIA GPUs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 
 import libcst as cst
 
 from portscan.fix.rewrite import Declined, FixContext
-from portscan.ruleset.fixspec import Tier
-from portscan.fix.transforms.base import TransformResult
+from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
+from portscan.fix.transforms.base import TransformResult, decline_all
 from portscan.match import Match
-from portscan.match.fixsites import NOT_A_COMPARISON, enclosing_comparison
+from portscan.match.fixsites import IN_A_HELPER, NOT_A_COMPARISON, enclosing_comparison
+
+#: the guard written in front of a comparison, or None when it cannot be written there
+Guard = Callable[[Match], "cst.BaseExpression | None"]
+
 
 def _comparison(ctx: FixContext, node: cst.CSTNode) -> cst.Comparison | None:
-    return enclosing_comparison(node, ctx.parent)
+    return node if isinstance(node, cst.Comparison) else enclosing_comparison(node, ctx.parent)
 
 
 def _stands_alone(ctx: FixContext, node: cst.CSTNode) -> bool:
@@ -36,22 +46,44 @@ def _stands_alone(ctx: FixContext, node: cst.CSTNode) -> bool:
         and getattr(parent, "value", None) is node
 
 
-def _is_not_none(reference: cst.BaseExpression) -> cst.Comparison:
-    return cst.Comparison(reference.deep_clone(), [cst.ComparisonTarget(
-        cst.IsNot(), cst.Name("None"))])
-
-
 def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> TransformResult:
-    comparisons: dict[cst.Comparison, Match] = {}
+    return _guard_comparisons(ctx, matches, lambda m: cst.Comparison(
+        m.node.deep_clone(), [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))]), Tier.SAFE)  # type: ignore[arg-type]
+
+
+#: why ``nvidia-gate`` cannot write its guard
+TORCH_SHADOWED = "`torch` names something else here: check torch.version.cuda by hand"
+
+
+def nvidia_gate(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> TransformResult:
+    def guard(match: Match) -> cst.BaseExpression | None:
+        cuda = ctx.reference("torch.version.cuda", match.node)
+        return None if cuda is None else cst.Comparison(cuda, [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))])
+
+    if not unsafe:
+        return decline_all(matches, NEEDS_UNSAFE)
+    helpers = [m for m in matches if not isinstance(m.node, cst.Comparison)]  # the scan declined these
+    outcome = _guard_comparisons(ctx, [m for m in matches if isinstance(m.node, cst.Comparison)], guard, Tier.UNSAFE)
+    return dataclasses.replace(outcome, declined=outcome.declined + tuple(Declined(m, IN_A_HELPER) for m in helpers))
+
+
+def _guard_comparisons(ctx: FixContext, matches: Sequence[Match], guard: Guard, tier: Tier) -> TransformResult:
+    """``<guard> and <comparison>`` for the comparison each match is in (or is)."""
+    comparisons: dict[cst.Comparison, cst.BaseExpression] = {}
+    owner: dict[cst.Comparison, Match] = {}
     declined: list[Declined] = []
     for match in matches:
-        node = match.node
-        assert isinstance(node, cst.BaseExpression)
-        comparison = _comparison(ctx, node)
-        if comparison is not None:
-            comparisons.setdefault(comparison, match)
-        else:
+        comparison = _comparison(ctx, match.node)
+        if comparison is None:
             declined.append(Declined(match, NOT_A_COMPARISON))
+            continue
+        if comparison in owner:
+            continue
+        written = guard(match)
+        if written is None:
+            declined.append(Declined(match, TORCH_SHADOWED))
+            continue
+        comparisons[comparison], owner[comparison] = written, match
     if not comparisons:
         return TransformResult(None, declined=tuple(declined))
 
@@ -59,18 +91,17 @@ def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -
         def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
             if isinstance(original, cst.Comparison) and original in comparisons:
                 assert isinstance(updated, cst.Comparison)
-                guard = _is_not_none(comparisons[original].node)
                 wrap = bool(updated.lpar) or not _stands_alone(ctx, original)
-                return cst.BooleanOperation(guard, cst.And(), updated.with_changes(lpar=(), rpar=()),
+                return cst.BooleanOperation(comparisons[original], cst.And(), updated.with_changes(lpar=(), rpar=()),
                                             lpar=[cst.LeftParen()] if wrap else [],
                                             rpar=[cst.RightParen()] if wrap else [])
             return updated
 
     module = ctx.module.visit(Rewrite())
-    fixed = [(m, Tier.SAFE) for m in comparisons.values()]
+    fixed = [(m, tier) for m in owner.values()]
     # every match inside a rewritten comparison is fixed with it
     covered = {id(m) for m, _ in fixed}
     for match in matches:
-        if id(match) not in covered and _comparison(ctx, match.node) in comparisons:  # type: ignore[arg-type]
-            fixed.append((match, Tier.SAFE))
+        if id(match) not in covered and _comparison(ctx, match.node) in comparisons:
+            fixed.append((match, tier))
     return TransformResult(module, tuple(fixed), tuple(declined))
