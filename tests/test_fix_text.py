@@ -505,3 +505,34 @@ def test_every_image_row_names_its_source_and_every_ngc_torch_is_a_release() -> 
     assert all(row["source"].startswith("https://") for row in data["rocm_pytorch"])
     assert all(row["tag"].startswith(f"rocm{row['rocm']}_ubuntu{row['ubuntu']}_py{row['python']}_pytorch")
                and row["tag"].endswith(row["torch"]) for row in data["rocm_pytorch"])
+
+
+# -- item 1: conda's CUDA companions ----------------------------------------------------
+
+CONDA = RuleSet(r for r in RULES.rules if r.code == "PS821")
+
+
+def test_a_conda_environment_moves_pytorch_to_the_rocm_wheels(tmp_path: Path) -> None:
+    before = (FIXTURES / "cuda-trainer" / "environment.yml").read_text()
+    result = fix_text(before, "environment.yml", "conda", CONDA, unsafe=True)
+    assert [a.rule for a in result.applied] == ["PS821", "PS821"]  # pytorch-cuda and cudatoolkit, one rewrite
+    env = yaml.safe_load(result.fixed)
+    assert "pytorch=1.13.1" not in env["dependencies"] and not any(
+        str(d).startswith(("pytorch-cuda", "cudatoolkit")) for d in env["dependencies"])
+    assert env["dependencies"][-1]["pip"][:3] == [
+        "--extra-index-url https://download.pytorch.org/whl/rocm5.2", "torch==1.13.1+rocm5.2", "timm==0.6.12"]
+    assert before.splitlines()[:7] == result.fixed.splitlines()[:7]  # name, channels, python: as they were
+    assert fix_text(result.fixed, "environment.yml", "conda", CONDA, unsafe=True).fixed == result.fixed
+    assert not fix_text(before, "environment.yml", "conda", CONDA, unsafe=False).applied
+
+
+@pytest.mark.parametrize(("path", "kind", "text", "why"), [
+    ("environment.yml", "conda", "dependencies:\n  - pytorch=1.13.1=py3.9_cuda11.7_cudnn8.5.0_0\n"
+     "  - pytorch-cuda=11.7\n", "build string"),
+    ("environment.yml", "conda", "dependencies:\n  - numpy\n  - cudatoolkit=11.3\n", "no pinned `pytorch`"),
+    ("environment.yml", "conda", "dependencies:\n  - pytorch=1.5.0\n  - cudatoolkit=10.2\n", "no ROCm wheels"),
+    ("setup.sh", "shell", "conda install -y pytorch==1.12.1 cudatoolkit=11.3 -c pytorch\n", "conda install"),
+])
+def test_a_conda_setup_it_cannot_move_is_declined(path: str, kind: str, text: str, why: str) -> None:
+    result = fix_text(text, path, kind, CONDA, unsafe=True)
+    assert result.fixed == text and result.not_fixed and all(why in n.reason for n in result.not_fixed)

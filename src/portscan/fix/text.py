@@ -10,6 +10,7 @@ file is left as it was.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,7 @@ def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = Fal
     if problem is not None:
         return FileFix(path, text, text, not_fixed=tuple(not_fixed), error=f"{problem}; the file is unchanged",
                        findings=before, before=before)
+    chosen += _carried(chosen, edits)
     applied = tuple(Applied(e.match.rule.code, e.match.rule.name, e.match.rule.fix.tier if e.match.rule.fix
                             else Tier.UNSAFE, line(e.match), _touches(index, e), e.note) for e in chosen)
     after: tuple[Finding, ...] = findings_from(fixed, path, match_text(fixed, kind, rules), target)
@@ -103,6 +105,21 @@ def _touches(index: LineIndex, edit: _Edit) -> frozenset[int]:
     first = index.position(min(edit.start, edit.match.start))[0] - 1
     last = index.position(max(edit.end - 1, edit.start))[0] - 1
     return frozenset(2 * i + 1 for i in range(first, last + 1))
+
+
+def _carried(chosen: Sequence[_Edit], edits: Sequence[_Edit]) -> list[_Edit]:
+    """The edits left out for overlapping a chosen one of the same rule whose replaced
+    text holds their match: that rewrite is theirs too (a conda environment's
+    ``cudatoolkit`` line goes with the ``pytorch-cuda`` rewrite that spans both). They
+    count as applied, owning the chosen edit's lines; nothing more is written."""
+    taken = {id(e) for e in chosen}
+    carried = []
+    for edit in edits:
+        outer = next((c for c in chosen if c.match.rule is edit.match.rule
+                      and c.start <= edit.match.start and edit.match.end <= c.end), None)
+        if id(edit) not in taken and outer is not None:
+            carried.append(dataclasses.replace(edit, start=outer.start, end=outer.end, new=outer.new))
+    return carried
 
 
 def _non_overlapping(edits: Sequence[_Edit]) -> list[_Edit]:

@@ -422,6 +422,95 @@ def rocm_image(text: str, match: Match, kind: str, target: Target | None = None)
     return Rewritten(new=choice.image, note=choice.note, start=start, end=end)
 
 
+#: conda's names of PyTorch and its companions -> their pip names
+_CONDA_TORCH = {"pytorch": "torch", "torchvision": "torchvision", "torchaudio": "torchaudio"}
+#: a conda dependency: name, then ``=V``/``==V`` and maybe ``=build`` (no build string: ours to move)
+_CONDA_SPEC = re.compile(r"(?P<name>[A-Za-z0-9][\w.-]*)\s*(?:(?P<op>==?)\s*(?P<version>[0-9][\w.]*)"
+                         r"(?P<build>=\S+)?)?\s*$")
+_CUDA_COMPANIONS = ("pytorch-cuda", "cudatoolkit")
+
+
+def rocm_conda(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """A conda environment's ``pytorch=1.13.1`` + ``pytorch-cuda=11.7`` (or ``cudatoolkit``)
+    -> the ``pip:`` section installs ``torch==1.13.1+rocm5.2`` from PyTorch's ROCm index
+    (PyTorch publishes ROCm builds as wheels only): the CUDA companions go, PyTorch and
+    its pinned companions move to pip with the label of torch's release. One rewrite
+    spans every line it touches, so it fixes every ``pytorch-cuda``/``cudatoolkit`` line."""
+    if kind != "conda":
+        return Rewritten(reason="a `conda install` command: install torch with pip from "
+                                "https://download.pytorch.org/whl/rocmX.Y instead, by hand")
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return Rewritten(reason="the file does not read as YAML")
+    deps = _child(root, "dependencies")
+    if not isinstance(deps, yaml.SequenceNode) or deps.flow_style or not deps.value:
+        return Rewritten(reason="`dependencies` is not a block list: move PyTorch to pip by hand")
+    moved: dict[str, tuple[yaml.Node, str]] = {}  # pip name -> (item, version)
+    dropped: list[yaml.Node] = []
+    pip: yaml.SequenceNode | None = None
+    for item in deps.value:
+        if isinstance(item, yaml.MappingNode):
+            found = _child(item, "pip")
+            pip = found if isinstance(found, yaml.SequenceNode) and not found.flow_style and found.value else pip
+            continue
+        spec = _CONDA_SPEC.match(str(item.value)) if isinstance(item, yaml.ScalarNode) else None
+        if spec is None:
+            continue
+        name = spec["name"].lower()
+        if name in _CUDA_COMPANIONS:
+            dropped.append(item)
+        elif name in _CONDA_TORCH:
+            if spec["build"] or spec["version"] is None:
+                return Rewritten(reason=f"`{item.value}` is not pinned to one release (or carries a build "
+                                        "string): pin it, then it moves to pip with its ROCm label")
+            moved[_CONDA_TORCH[name]] = (item, spec["version"])
+    if "torch" not in moved:
+        return Rewritten(reason="the environment installs no pinned `pytorch`: drop the CUDA packages "
+                                "and install torch from the ROCm index with pip, by hand")
+    table = rocm_wheels("torch")
+    assert table is not None
+    try:
+        labels = table.indexes_of(Version(moved["torch"][1]))
+    except InvalidVersion:
+        labels = ()
+    if not labels:
+        return Rewritten(reason=f"torch {moved['torch'][1]} has no ROCm wheels on download.pytorch.org; "
+                                "move to a release that has them")
+    label = labels[0]
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    def line_of(node: yaml.Node) -> int:
+        return int(node.start_mark.line)
+
+    gone = {line_of(node) for node in dropped} | {line_of(node) for node, _ in moved.values()}
+    if any(len(text[starts[n]:starts[n + 1]].split("#", 1)[0].split()) != 2 for n in gone):
+        return Rewritten(reason="a dependency shares its line with another: move PyTorch to pip by hand")
+    dash = text[starts[line_of(deps.value[0])]:deps.value[0].start_mark.index]  # "  - "
+    wheels = [f"--extra-index-url https://download.pytorch.org/whl/{label}"] + \
+        [f"{name}=={version}+{label}" for name, (_, version) in moved.items()]
+    if pip is not None:
+        at = line_of(pip.value[0])
+        prefix = text[starts[at]:pip.value[0].start_mark.index]
+        added = {at: "".join(prefix + wheel + "\n" for wheel in wheels)}
+    else:
+        at = max(line_of(item) for item in deps.value) + 1
+        indent = dash.replace("-", " ")
+        has_pip = any(isinstance(i, yaml.ScalarNode) and str(i.value).strip() == "pip" for i in deps.value)
+        added = {at: ("" if has_pip else f"{dash}pip\n") + f"{dash}pip:\n" +
+                 "".join(f"{indent}  - {wheel}\n" for wheel in wheels)}
+    first, last = min(gone | set(added)), max(gone | {n - 1 for n in added})
+    new = "".join(added.get(n, "") + ("" if n in gone else lines[n]) for n in range(first, last + 1))
+    if at > last:
+        new += added.get(at, "")
+    end = starts[last + 1] if last + 1 < len(starts) else len(text)
+    if not text.endswith("\n") and end == len(text):
+        return Rewritten(reason="the file does not end with a line break: add one, then fix again")
+    return Rewritten(new=new, start=starts[first], end=end)
+
+
 #: name (as ``[fix] rewrite`` gives it) -> the rewrite
 TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] = {
     "rocm-pin": rocm_pin,
@@ -431,6 +520,7 @@ TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] 
     "rocm-compose-devices": rocm_compose_devices,
     "amd-smi": amd_smi,
     "rocm-image": rocm_image,
+    "rocm-conda": rocm_conda,
 }
 
 

@@ -52,7 +52,7 @@ TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none", "hip-nvcc-flags", 
                              "nvidia-gate", "fp8-fnuz"})
 #: the named text rewrites :mod:`portscan.match.textfix` provides (a test keeps the two equal)
 TEXT_REWRITE_NAMES = frozenset({"rocm-pin", "rocm-index", "rocm-arch", "rocm-devices",
-                                "rocm-compose-devices", "amd-smi", "rocm-image"})
+                                "rocm-compose-devices", "amd-smi", "rocm-image", "rocm-conda"})
 
 
 class Tier(str, Enum):
