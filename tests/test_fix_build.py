@@ -109,7 +109,7 @@ def test_without_unsafe_fixes_only_the_toolkit_check_is_ported() -> None:
     ('flags = []\nflags.append("-gencode")\nflags.append("arch=compute_80,code=sm_80")\n', "not an element of a list"),
     ('flags = ("-O3", "--use_fast_math")\n', "not an element of a list"),
     ('flags = ["-O3", "-gencode"]\nflags.append("arch=compute_80,code=sm_80")\n', "takes its value from outside"),
-    ('flags = ["-O3"] + ["--use_fast_math"]\n', "not assigned, returned or passed"),
+    ('flags = ["-O3"] + (["--use_fast_math"] if FAST else [])\n', "not assigned, returned, passed or added to"),
 ])
 def test_flags_outside_a_list_standing_alone_are_declined_with_the_reason(source: str, why: str) -> None:
     text = ("import torch\nfrom torch.utils.cpp_extension import CUDAExtension\n" + source
@@ -145,3 +145,13 @@ def test_a_path_under_cuda_home_is_declined() -> None:
     text = "import os\nfrom torch.utils.cpp_extension import CUDA_HOME\nNVCC = os.path.join(CUDA_HOME, 'bin', 'nvcc')\n"
     result = fix_source(text, "setup.py", BUILD, unsafe=True)
     assert result.fixed == text and "names a CUDA tool" in result.not_fixed[0].reason
+
+
+def test_a_list_added_to_other_flags_gets_its_twin_in_parentheses() -> None:
+    text = ('import torch\nfrom torch.utils.cpp_extension import CUDAExtension\ncc_flag = ["-DX"]\n'
+            'CUDAExtension("x", ["x.cu"], extra_compile_args={"nvcc": ["-O3", "--use_fast_math"] + cc_flag})\n')
+    result = fix_source(text, "setup.py", BUILD, unsafe=True)
+    assert '"nvcc": (["-O3"] if torch.version.hip else ["-O3", "--use_fast_math"]) + cc_flag' in result.fixed
+    for hip, flags in ((None, ["-O3", "--use_fast_math", "-DX"]), ("6.2", ["-O3", "-DX"])):
+        namespace = run(result.fixed.replace("CUDAExtension(", "EXT = CUDAExtension("), hip, "/cuda", "/opt/rocm")
+        assert namespace["EXT"]["nvcc"] == flags

@@ -133,3 +133,25 @@ def test_without_a_gfx942_target_the_dtype_is_left_and_the_scan_does_not_promise
     assert {f.fix for f in scan_source(FP8_SOURCE, "fp8.py", RULES, target=target) if f.rule == "PS503"} == {None}
     assert {f.fix for f in scan_source(FP8_SOURCE, "fp8.py", RULES, target=Target(arch="gfx942"))
             if f.rule == "PS503"} == {"unsafe"}
+
+
+def test_a_lacks_the_feature_test_is_true_on_rocm() -> None:
+    """`major < 9` asks whether the GPU lacks an SM 9 feature: on ROCm it does."""
+    source = textwrap.dedent('''\
+        def check(model_format):
+            import torch
+            props = torch.cuda.get_device_properties(0)
+            if props.major < 9:
+                return "fp8 needs sm >= 9.0"
+            return "ok"
+        ''')
+    result = fix_source(source, "check.py", GATES, unsafe=True)
+    assert "    if torch.version.cuda is None or props.major < 9:\n" in result.fixed  # the local import is used
+    for cuda, hip, capability, expected in (("12.1", None, (8, 0), "fp8 needs sm >= 9.0"), ("12.1", None, (9, 0), "ok"),
+                                            (None, "6.2", (9, 4), "fp8 needs sm >= 9.0")):
+        props = types.SimpleNamespace(major=capability[0], minor=capability[1])
+        torch = types.SimpleNamespace(version=types.SimpleNamespace(cuda=cuda, hip=hip),
+                                      cuda=types.SimpleNamespace(get_device_properties=lambda *a, p=props: p))
+        namespace: dict = {}
+        exec(compile(result.fixed.replace("    import torch\n", ""), "check.py", "exec"), {"torch": torch}, namespace)
+        assert namespace["check"]("fp8") == expected

@@ -140,8 +140,9 @@ class FixContext:
         if best is not None:
             return cst.parse_expression(".".join([best[1], *parts[best[0]:]]))
         root = parts[0]
-        if scope.lookup(root) is not None:  # bound to something that is not the module
-            return None
+        owner = scope.lookup(root)
+        if owner is not None:  # bound here: usable only where every binding imports the root module
+            return cst.parse_expression(qualified) if set(owner.bindings[root]) == {root} else None
         AddImportsVisitor.add_needed_import(self.context, root)
         return cst.parse_expression(qualified)
 

@@ -109,8 +109,10 @@ def nvcc_flag_list(node: cst.CSTNode, parent: Parent) -> cst.List | str:
                 "helper): add it only `if not torch.version.hip` by hand")
     listed: cst.List = above
     holder = parent(listed)
-    if not isinstance(holder, _FLAG_LIST_PLACES) or getattr(holder, "value", None) is not listed:
-        return "the list is not assigned, returned or passed as it stands: add the flag only for CUDA by hand"
+    joined = isinstance(holder, cst.BinaryOperation) and isinstance(holder.operator, cst.Add) \
+        and listed in (holder.left, holder.right)  # ["-O3", ...] + cc_flag
+    if not joined and (not isinstance(holder, _FLAG_LIST_PLACES) or getattr(holder, "value", None) is not listed):
+        return "the list is not assigned, returned, passed or added to as it stands: add the flag only for CUDA by hand"
     values = [_flag_text(e) for e in listed.elements]
     last = values[-1] if values else None
     if last in NVCC_PAIRED:

@@ -10,10 +10,12 @@ Anywhere else the value itself is needed (``cuda_major = int(torch.version.cuda[
 and no stand-in is right for every caller (a "0.0" would turn a crash into a wrong
 version check), so those places are left to the user with the rule's rewrite.
 
-``nvidia-gate``: a comparison of NVIDIA SM numbers (``get_device_capability() >= (8, 0)``,
-``props.major >= 9``) becomes ``torch.version.cuda is not None and <comparison>``: NVIDIA
-GPUs take the same path as before, AMD GPUs (whose gfx numbers pass such tests) the
-path for GPUs without the feature, which is the one the code has for older NVIDIA GPUs.
+``nvidia-gate``: a comparison of NVIDIA SM numbers that asks "has the feature"
+(``get_device_capability() >= (8, 0)``, ``props.major == 9``) becomes
+``torch.version.cuda is not None and <comparison>``, one that asks "lacks it"
+(``props.major < 9``, ``!=``) ``torch.version.cuda is None or <comparison>``: NVIDIA GPUs
+take the same path as before, AMD GPUs (whose gfx numbers pass such tests) the path for
+GPUs without the feature, which is the one the code has for older NVIDIA GPUs.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ from portscan.fix.transforms.base import TransformResult, decline_all
 from portscan.match import Match
 from portscan.match.fixsites import IN_A_HELPER, NOT_A_COMPARISON, enclosing_comparison
 
-#: the guard written in front of a comparison, or None when it cannot be written there
-Guard = Callable[[Match], "cst.BaseExpression | None"]
+#: the guard written in front of a comparison and whether it is joined with ``or`` (a
+#: "lacks the feature" test) rather than ``and``; None when it cannot be written there
+Guard = Callable[[Match], "tuple[cst.BaseExpression, bool] | None"]
 
 
 def _comparison(ctx: FixContext, node: cst.CSTNode) -> cst.Comparison | None:
@@ -47,18 +50,26 @@ def _stands_alone(ctx: FixContext, node: cst.CSTNode) -> bool:
 
 
 def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> TransformResult:
-    return _guard_comparisons(ctx, matches, lambda m: cst.Comparison(
-        m.node.deep_clone(), [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))]), Tier.SAFE)  # type: ignore[arg-type]
+    return _guard_comparisons(ctx, matches, lambda m: (cst.Comparison(
+        m.node.deep_clone(), [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))]), False), Tier.SAFE)  # type: ignore[arg-type]
 
 
 #: why ``nvidia-gate`` cannot write its guard
 TORCH_SHADOWED = "`torch` names something else here: check torch.version.cuda by hand"
 
 
+#: comparison operators that ask whether a GPU lacks a feature (``major < 9``)
+_LACKS = (cst.LessThan, cst.LessThanEqual, cst.NotEqual)
+
+
 def nvidia_gate(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> TransformResult:
-    def guard(match: Match) -> cst.BaseExpression | None:
+    def guard(match: Match) -> tuple[cst.BaseExpression, bool] | None:
         cuda = ctx.reference("torch.version.cuda", match.node)
-        return None if cuda is None else cst.Comparison(cuda, [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))])
+        if cuda is None:
+            return None
+        lacks = isinstance(match.node, cst.Comparison) and all(
+            isinstance(target.operator, _LACKS) for target in match.node.comparisons)
+        return cst.Comparison(cuda, [cst.ComparisonTarget(cst.Is() if lacks else cst.IsNot(), cst.Name("None"))]), lacks
 
     if not unsafe:
         return decline_all(matches, NEEDS_UNSAFE)
@@ -68,8 +79,8 @@ def nvidia_gate(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> Tran
 
 
 def _guard_comparisons(ctx: FixContext, matches: Sequence[Match], guard: Guard, tier: Tier) -> TransformResult:
-    """``<guard> and <comparison>`` for the comparison each match is in (or is)."""
-    comparisons: dict[cst.Comparison, cst.BaseExpression] = {}
+    """``<guard> and <comparison>`` (or ``<guard> or ...``) for the comparison each match is in (or is)."""
+    comparisons: dict[cst.Comparison, tuple[cst.BaseExpression, bool]] = {}
     owner: dict[cst.Comparison, Match] = {}
     declined: list[Declined] = []
     for match in matches:
@@ -92,7 +103,9 @@ def _guard_comparisons(ctx: FixContext, matches: Sequence[Match], guard: Guard, 
             if isinstance(original, cst.Comparison) and original in comparisons:
                 assert isinstance(updated, cst.Comparison)
                 wrap = bool(updated.lpar) or not _stands_alone(ctx, original)
-                return cst.BooleanOperation(comparisons[original], cst.And(), updated.with_changes(lpar=(), rpar=()),
+                written, lacks = comparisons[original]
+                return cst.BooleanOperation(written, cst.Or() if lacks else cst.And(),
+                                            updated.with_changes(lpar=(), rpar=()),
                                             lpar=[cst.LeftParen()] if wrap else [],
                                             rpar=[cst.RightParen()] if wrap else [])
             return updated

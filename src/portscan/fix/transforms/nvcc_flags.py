@@ -52,8 +52,9 @@ def hip_nvcc_flags(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> T
             declined += [Declined(m, "`torch` names something else here: branch on torch.version.hip by hand")
                          for m in found]
             continue
-        twins[listed] = cst.IfExp(test=test, body=_without(listed, {id(m.node) for m in found}),
-                                  orelse=listed)
+        joined = isinstance(ctx.parent(listed), cst.BinaryOperation)  # ([...] if hip else [...]) + more
+        twins[listed] = cst.IfExp(test=test, body=_without(listed, {id(m.node) for m in found}), orelse=listed,
+                                  lpar=[cst.LeftParen()] if joined else [], rpar=[cst.RightParen()] if joined else [])
         fixed += list(zip(found, tiers, strict=True))
         extent = ctx.positions([listed])[id(listed)]
         owned.update((id(m), (extent.start.line, extent.end.line)) for m in found)
