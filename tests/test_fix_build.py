@@ -106,7 +106,10 @@ def test_without_unsafe_fixes_only_the_toolkit_check_is_ported() -> None:
 
 
 @pytest.mark.parametrize(("source", "why"), [
-    ('flags = []\nflags.append("-gencode")\nflags.append("arch=compute_80,code=sm_80")\n', "not an element of a list"),
+    ('flags = []\nflags.append("-gencode")\nARCH = "arch=compute_80,code=sm_80"\nflags.append(ARCH)\n',
+     "from a statement that does not follow it"),
+    ('flags = []\nflags.append("-gencode"); flags.append("arch=compute_80,code=sm_80")\n',
+     "a `.append(...)` statement"),
     ('flags = ("-O3", "--use_fast_math")\n', "not an element of a list"),
     ('flags = ["-O3", "-gencode"]\nflags.append("arch=compute_80,code=sm_80")\n', "takes its value from outside"),
     ('flags = ["-O3"] + (["--use_fast_math"] if FAST else [])\n', "not assigned, returned, passed or added to"),
@@ -155,3 +158,27 @@ def test_a_list_added_to_other_flags_gets_its_twin_in_parentheses() -> None:
     for hip, flags in ((None, ["-O3", "--use_fast_math", "-DX"]), ("6.2", ["-O3", "-DX"])):
         namespace = run(result.fixed.replace("CUDAExtension(", "EXT = CUDAExtension("), hip, "/cuda", "/opt/rocm")
         assert namespace["EXT"]["nvcc"] == flags
+
+
+def test_flags_appended_one_by_one_go_under_one_rocm_test_with_their_values() -> None:
+    text = textwrap.dedent('''\
+        import torch
+        from torch.utils.cpp_extension import CUDAExtension
+        cc_flag = []
+        # one -gencode per architecture
+        cc_flag.append("-gencode")
+        cc_flag.append("arch=compute_80,code=sm_80")
+        cc_flag.append("-DNDEBUG")
+        if ARCH >= 90:
+            cc_flag.append("-gencode")
+            cc_flag.append("arch=compute_90,code=sm_90")
+        EXT = CUDAExtension("x", ["x.cu"], extra_compile_args={"nvcc": ["-O3"] + cc_flag})
+        ''')
+    result = fix_source(text, "setup.py", BUILD, unsafe=True)
+    assert ("# one -gencode per architecture\nif not torch.version.hip:\n    cc_flag.append(\"-gencode\")\n"
+            "    cc_flag.append(\"arch=compute_80,code=sm_80\")\ncc_flag.append(\"-DNDEBUG\")\n") in result.fixed
+    assert "    if not torch.version.hip:\n        cc_flag.append(\"-gencode\")\n" in result.fixed
+    for arch in (80, 90):
+        assert run(result.fixed, None, "/cuda", None, arch)["EXT"] == run(text, None, "/cuda", None, arch)["EXT"]
+    assert run(result.fixed, "6.2", None, "/opt/rocm", 90)["EXT"]["nvcc"] == ["-O3", "-DNDEBUG"]
+    assert fix_source(result.fixed, "setup.py", BUILD, unsafe=True).fixed == result.fixed

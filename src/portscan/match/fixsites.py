@@ -9,6 +9,7 @@ it back unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 import libcst as cst
@@ -99,14 +100,19 @@ NVCC_PAIRED = frozenset({"-gencode", "--generate-code", "-arch", "--gpu-architec
 _FLAG_LIST_PLACES = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.DictElement, cst.Arg, cst.Return)
 
 
-def nvcc_flag_list(node: cst.CSTNode, parent: Parent) -> cst.List | str:
-    """The list literal whose element ``node`` is, where ``hip-nvcc-flags`` can give it a
-    ROCm twin (``[hip] if torch.version.hip else [the list as written]``); else why not."""
+def nvcc_flag_list(node: cst.CSTNode, parent: Parent) -> cst.List | AppendedFlag | str:
+    """Where ``hip-nvcc-flags`` can keep the nvcc flag ``node`` from hipcc: the list literal
+    it is an element of (which gets a ROCm twin, ``[hip] if torch.version.hip else [the
+    list as written]``), or the ``flags.append("-gencode")`` statement it is appended by
+    (which goes under ``if not torch.version.hip:`` with the value appended after it);
+    else why not."""
     element = parent(node)
-    above = parent(element) if isinstance(element, cst.Element) else None
+    above = parent(element) if isinstance(element, (cst.Element, cst.Arg)) else None
+    if isinstance(element, cst.Arg):
+        return _appended(node, above, parent)
     if not isinstance(above, cst.List):
-        return ("not an element of a list literal (appended one by one, built in a comprehension or a "
-                "helper): add it only `if not torch.version.hip` by hand")
+        return ("not an element of a list literal or a `.append(...)` statement (built in a comprehension or "
+                "a helper): add it only `if not torch.version.hip` by hand")
     listed: cst.List = above
     holder = parent(listed)
     joined = isinstance(holder, cst.BinaryOperation) and isinstance(holder.operator, cst.Add) \
@@ -118,6 +124,48 @@ def nvcc_flag_list(node: cst.CSTNode, parent: Parent) -> cst.List | str:
     if last in NVCC_PAIRED:
         return f"`{last}` takes its value from outside this list: add both only for CUDA by hand"
     return listed
+
+
+@dataclass(frozen=True, slots=True)
+class AppendedFlag:
+    """``flags.append("-gencode")`` as a statement of its own, and the one after it that
+    appends the option's value (``flags.append("arch=compute_80,code=sm_80")``), if paired."""
+
+    statement: cst.SimpleStatementLine
+    value: cst.SimpleStatementLine | None = None
+
+
+def _appended(node: cst.CSTNode, call: cst.CSTNode | None, parent: Parent) -> AppendedFlag | str:
+    expression = parent(call) if call is not None else None
+    statement = parent(expression) if isinstance(expression, cst.Expr) else None
+    target = _append_target(statement)
+    if target is None or not isinstance(statement, cst.SimpleStatementLine):
+        return ("not an element of a list literal or a `.append(...)` statement of its own: add it only "
+                "`if not torch.version.hip` by hand")
+    flag = node.evaluated_value if isinstance(node, cst.SimpleString) else None
+    if flag not in NVCC_PAIRED:
+        return AppendedFlag(statement)
+    block = parent(statement)
+    body = list(getattr(block, "body", ()))
+    following = body[body.index(statement) + 1] if statement in body and body[-1] is not statement else None
+    if _append_target(following) != target:
+        return f"`{flag}` takes its value from a statement that does not follow it: add both only for CUDA by hand"
+    assert isinstance(following, cst.SimpleStatementLine)
+    return AppendedFlag(statement, following)
+
+
+def _append_target(statement: cst.CSTNode | None) -> str | None:
+    """``flags`` for a statement line that is only ``flags.append(<one value>)``."""
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    expression = statement.body[0]
+    call = expression.value if isinstance(expression, cst.Expr) else None
+    if not isinstance(call, cst.Call) or len(call.args) != 1 or call.args[0].keyword or call.args[0].star:
+        return None
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "append" and isinstance(func.value, cst.Name)):
+        return None
+    return func.value.value
 
 
 def cuda_home_test(node: cst.CSTNode, parent: Parent) -> str | None:

@@ -10,13 +10,16 @@ value (``"-gencode", "arch=compute_80,code=sm_80"``) leaves with it. ``IS_HIP_EX
 is the test where the module imports it from ``torch.utils.cpp_extension``; otherwise
 ``torch.version.hip`` (``import torch`` added where missing).
 
-Where the flags are not a list literal standing alone (appended one by one, built in a
+A flag appended by a statement of its own (``cc_flag.append("-gencode")``, with the
+statement after it that appends the value) goes under ``if not torch.version.hip:``,
+consecutive ones under one ``if``. Where the flags are built another way (in a
 comprehension, a ``-gencode`` whose value is added elsewhere), the scan already marked
 the site declined (:func:`portscan.match.fixsites.nvcc_flag_list`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import libcst as cst
@@ -24,50 +27,88 @@ import libcst as cst
 from portscan.fix.rewrite import Declined, FixContext
 from portscan.fix.transforms.base import TransformResult
 from portscan.match import Match
-from portscan.match.fixsites import NVCC_PAIRED, nvcc_flag_list
+from portscan.match.fixsites import NVCC_PAIRED, AppendedFlag, nvcc_flag_list
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 
 _IS_HIP = "torch.utils.cpp_extension.IS_HIP_EXTENSION"
 
 
 def hip_nvcc_flags(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> TransformResult:
-    lists: dict[cst.List, list[Match]] = {}
+    sites: dict[cst.List | cst.SimpleStatementLine, list[Match]] = {}
+    values: dict[cst.SimpleStatementLine, cst.SimpleStatementLine] = {}  # a paired flag's statement -> its value's
     declined: list[Declined] = []
     for match in matches:
         site = nvcc_flag_list(match.node, ctx.parent)
         if isinstance(site, str):
             declined.append(Declined(match, site))
+        elif isinstance(site, AppendedFlag):
+            sites.setdefault(site.statement, []).append(match)
+            if site.value is not None:
+                values[site.statement] = site.value
         else:
-            lists.setdefault(site, []).append(match)
+            sites.setdefault(site, []).append(match)
     twins: dict[cst.List, cst.IfExp] = {}
+    guarded: dict[cst.SimpleStatementLine, cst.BaseExpression] = {}  # statement -> the test `not <hip>`
     fixed: list[tuple[Match, Tier]] = []
     owned: dict[int, tuple[int, int]] = {}
-    for listed, found in lists.items():
+    for place, found in sites.items():
         tiers = [m.rule.fix.tier if m.rule.fix is not None else Tier.UNSAFE for m in found]
         if Tier.UNSAFE in tiers and not unsafe:
             declined += [Declined(m, NEEDS_UNSAFE) for m in found]
             continue
-        test = _hip_test(ctx, listed)
+        test = _hip_test(ctx, place)
         if test is None:
             declined += [Declined(m, "`torch` names something else here: branch on torch.version.hip by hand")
                          for m in found]
             continue
-        joined = isinstance(ctx.parent(listed), cst.BinaryOperation)  # ([...] if hip else [...]) + more
-        twins[listed] = cst.IfExp(test=test, body=_without(listed, {id(m.node) for m in found}), orelse=listed,
-                                  lpar=[cst.LeftParen()] if joined else [], rpar=[cst.RightParen()] if joined else [])
+        if isinstance(place, cst.List):
+            joined = isinstance(ctx.parent(place), cst.BinaryOperation)  # ([...] if hip else [...]) + more
+            twins[place] = cst.IfExp(test=test, body=_without(place, {id(m.node) for m in found}), orelse=place,
+                                    lpar=[cst.LeftParen()] if joined else [], rpar=[cst.RightParen()] if joined else [])
+            extent = ctx.positions([place])[id(place)]
+        else:
+            for statement in (place, values.get(place)):
+                if statement is not None:
+                    guarded[statement] = cst.UnaryOperation(cst.Not(), test)
+            extent = ctx.positions([values.get(place, place)])[id(values.get(place, place))]
+            extent = dataclasses.replace(extent, start=ctx.positions([place])[id(place)].start)
         fixed += list(zip(found, tiers, strict=True))
-        extent = ctx.positions([listed])[id(listed)]
         owned.update((id(m), (extent.start.line, extent.end.line)) for m in found)
-    if not twins:
+    if not fixed:
         return TransformResult(None, declined=tuple(declined))
 
     class Rewrite(cst.CSTTransformer):
         def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
             if isinstance(original, cst.List) and original in twins:
                 return twins[original]
+            if isinstance(original, (cst.Module, cst.IndentedBlock)) and any(s in guarded for s in original.body):
+                return updated.with_changes(body=_guard_runs(original.body, updated.body, guarded))  # type: ignore[attr-defined]
             return updated
 
     return TransformResult(ctx.module.visit(Rewrite()), tuple(fixed), tuple(declined), owned)
+
+
+def _guard_runs(original: Sequence[cst.BaseStatement], updated: Sequence[cst.BaseStatement],
+                guarded: dict[cst.SimpleStatementLine, cst.BaseExpression]) -> list[cst.BaseStatement]:
+    """The block's statements, each run of consecutive guarded ones under one
+    ``if not torch.version.hip:`` that takes the first one's leading comments and blank lines."""
+    body: list[cst.BaseStatement] = []
+    run: list[cst.BaseStatement] = []
+    test: cst.BaseExpression | None = None
+    for before, after in (*zip(original, updated, strict=True), (None, None)):
+        if before is not None and before in guarded:
+            test = test or guarded[before]  # type: ignore[index]
+            run.append(after)  # type: ignore[arg-type]
+            continue
+        if run:
+            first = run[0]
+            lead = getattr(first, "leading_lines", ())
+            inner = [first.with_changes(leading_lines=())] + run[1:]  # type: ignore[attr-defined]
+            body.append(cst.If(test=test, body=cst.IndentedBlock(body=inner), leading_lines=lead))  # type: ignore[arg-type]
+            run, test = [], None
+        if after is not None:
+            body.append(after)
+    return body
 
 
 def _without(listed: cst.List, flagged: set[int]) -> cst.List:
@@ -83,8 +124,12 @@ def _without(listed: cst.List, flagged: set[int]) -> cst.List:
             skip = isinstance(value, cst.SimpleString) and value.evaluated_value in NVCC_PAIRED
             continue
         kept.append(element)
-    return cst.List([element.with_changes(value=element.value.deep_clone(), comma=cst.MaybeSentinel.DEFAULT)
-                     for element in kept])
+    # laid out as the original: each element keeps its comma and line; the last takes the
+    # original last one's (none, or the trailing comma before a closing bracket on its own line)
+    copies = [element.deep_clone() for element in kept]
+    if copies:
+        copies[-1] = copies[-1].with_changes(comma=listed.elements[-1].comma)
+    return listed.with_changes(elements=copies, lpar=(), rpar=()).deep_clone()
 
 
 def _hip_test(ctx: FixContext, at: cst.CSTNode) -> cst.BaseExpression | None:
