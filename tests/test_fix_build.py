@@ -182,3 +182,12 @@ def test_flags_appended_one_by_one_go_under_one_rocm_test_with_their_values() ->
         assert run(result.fixed, None, "/cuda", None, arch)["EXT"] == run(text, None, "/cuda", None, arch)["EXT"]
     assert run(result.fixed, "6.2", None, "/opt/rocm", 90)["EXT"]["nvcc"] == ["-O3", "-DNDEBUG"]
     assert fix_source(result.fixed, "setup.py", BUILD, unsafe=True).fixed == result.fixed
+
+
+def test_an_option_written_apart_from_its_value_leaves_with_it() -> None:
+    text = ('import torch\nfrom torch.utils.cpp_extension import CUDAExtension\nflags = ["-O2"]\n'
+            'flags += ["-diag-suppress", "20012", "--threads", "4", "-DX"]\n'
+            'EXT = CUDAExtension("x", ["x.cu"], extra_compile_args={"nvcc": flags})\n')
+    result = fix_source(text, "setup.py", BUILD, unsafe=True)
+    assert run(result.fixed, "6.2", None, "/opt/rocm")["EXT"]["nvcc"] == ["-O2", "-DX"]
+    assert run(result.fixed, None, "/cuda", None)["EXT"] == run(text, None, "/cuda", None)["EXT"]

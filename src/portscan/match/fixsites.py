@@ -94,7 +94,8 @@ def enclosing_comparison(node: cst.CSTNode, parent: Parent) -> cst.Comparison | 
 NVCC_PAIRED = frozenset({"-gencode", "--generate-code", "-arch", "--gpu-architecture", "--gpu-code", "-code",
                          "-Xptxas", "--ptxas-options", "-maxrregcount", "--maxrregcount", "-Xnvlink",
                          "--nvlink-options", "-Xfatbin", "--fatbin-options", "-Xcompiler", "--compiler-options",
-                         "-ccbin", "--compiler-bindir", "-t", "--threads", "--diag-suppress", "-Xcudafe",
+                         "-ccbin", "--compiler-bindir", "-t", "--threads", "--diag-suppress", "--diag_suppress",
+                         "-diag-suppress", "-diag_suppress", "-Xcudafe",
                          "--keep-dir", "--default-stream"})
 #: where a list of nvcc flags may stand for ``hip-nvcc-flags`` to make it ``[...] if hip else [...]``
 _FLAG_LIST_PLACES = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.DictElement, cst.Arg, cst.Return)
