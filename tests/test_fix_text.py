@@ -536,3 +536,13 @@ def test_a_conda_environment_moves_pytorch_to_the_rocm_wheels(tmp_path: Path) ->
 def test_a_conda_setup_it_cannot_move_is_declined(path: str, kind: str, text: str, why: str) -> None:
     result = fix_text(text, path, kind, CONDA, unsafe=True)
     assert result.fixed == text and result.not_fixed and all(why in n.reason for n in result.not_fixed)
+
+
+def test_an_apptainer_definition_gets_the_rocm_image_and_amd_smi() -> None:
+    rules = RuleSet(r for r in RULES.rules if r.code in ("PS831", "PS601"))
+    before = ("Bootstrap: docker\nFrom: nvcr.io/nvidia/pytorch:24.05-py3\n"
+              "\n%post\n    nvidia-smi -L\n    pip install timm\n")
+    result = fix_text(before, "train.def", "apptainer", rules, unsafe=True)
+    assert result.fixed == ("Bootstrap: docker\nFrom: rocm/pytorch:rocm6.4.1_ubuntu22.04_py3.10_pytorch_release_2.4.1\n"
+                            "\n%post\n    amd-smi list\n    pip install timm\n")
+    assert sorted(a.rule for a in result.applied) == ["PS601", "PS831"]
