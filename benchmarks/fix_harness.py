@@ -26,6 +26,10 @@ mixed
     then mixes the old and the new type, ``isinstance(m, FusedLayerNorm)`` beside
     ``nn.LayerNorm(...)``, and still imports the old one;
 
+and every changed file that is not Python (requirements, pyproject, conda, CI, compose,
+Dockerfile, shell: the text fixes) still reads as its kind where it did: TOML, YAML,
+``bash -n`` (read);
+
 and for the tree: a second ``fix --unsafe-fixes`` changes nothing (idempotence), and
 the ``--diff`` output, applied to the original, gives exactly the files write mode
 wrote (diff). The results go to benchmarks/FIX.md.
@@ -35,7 +39,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib.util
+import json
 import os
 import platform
 import re
@@ -49,7 +55,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -75,8 +81,11 @@ accuracy = _accuracy_runner()
 Tree = accuracy.Tree
 
 #: the checks, in the order FIX.md lists them
-CHECKS = ("parse", "compile", "undefined", "unused-import", "try-pass", "use-site", "mixed", "idempotence", "diff",
-          "fix-error")
+CHECKS = ("parse", "compile", "undefined", "unused-import", "try-pass", "use-site", "mixed", "read", "idempotence",
+          "diff", "fix-error")
+#: the categories whose error-level findings a port must clear before the image or the build
+#: runs at all (issue 20's "packaging, container and build")
+BUILD_CATEGORIES = frozenset({"packaging", "kernels"})
 UNDEFINED = ("UndefinedName", "UndefinedLocal", "UndefinedExport")
 
 
@@ -98,6 +107,10 @@ class TreeResult:
     failures: list[Failure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  #: new pyflakes messages of other kinds (not failures)
     seconds: float = 0.0
+    findings: int = 0  #: unguarded findings before the fix
+    fixed: int = 0  #: of those, how many a scan of the result no longer reports (per rule and file)
+    #: error-level packaging/build findings whose rule has a documented rewrite: before, after
+    rewrite_errors: tuple[int, int] = (0, 0)
 
 
 # ----------------------------------------------------------------- per-file checks
@@ -273,9 +286,11 @@ def read_summary(text: str) -> Summary:
             section = "fixes"
         elif line.startswith("Not fixed"):
             section = "declined"
+        elif line.startswith("Check in review"):
+            section = "check"  # rewrites that wrote the nearest match: applied, with a note
         elif _END.match(line):
             section = "end"
-        elif not line.startswith("  ") or section == "end":
+        elif not line.startswith("  ") or section in ("end", "check"):
             continue
         elif section == "fixes" and (m := _FIXES_LINE.match(line)):
             applied[m[1]] = Counter({c: int(n or 1) for c, n in _CODE.findall(m[2])})
@@ -412,6 +427,7 @@ def run_tree(tree_id: str, root: Path, scratch: Path, source_only: Mapping[str, 
     before_bytes = file_bytes(work)
     before = python_texts(work)
     result.python_files = len(before)
+    found_before = scan_findings(work)
 
     dry = portscan([*FIX_ARGS, "--diff", "."], work)
     if dry.returncode not in (0, 1):
@@ -436,8 +452,11 @@ def run_tree(tree_id: str, root: Path, scratch: Path, source_only: Mapping[str, 
     result.changed = changed
     after = python_texts(work)
     for path in changed:
+        if not path.endswith(".py") and path in before_bytes and path in after_bytes:
+            result.failures += text_failures(path, before_bytes[path], after_bytes[path])
+            continue
         if path not in before or path not in after:
-            result.failures.append(Failure("fix-error", path, 0, "a file other than an existing .py file changed"))
+            result.failures.append(Failure("fix-error", path, 0, "a file was created, removed or is not readable"))
             continue
         failures, notes = check_file(path, before[path], after[path], summary.applied.get(path, {}), source_only)
         result.failures += failures
@@ -446,15 +465,77 @@ def run_tree(tree_id: str, root: Path, scratch: Path, source_only: Mapping[str, 
     for path in sorted(set(summary.applied) - set(changed)):
         result.failures.append(Failure("fix-error", path, 0, "reported as fixed but not changed on disk"))
 
-    result.failures += diff_mismatches(dry.stdout.decode("utf-8"), {p: before[p] for p in changed if p in before},
-                                       {p: after[p] for p in changed if p in after})
+    result.failures += diff_mismatches(dry.stdout.decode("utf-8"), _texts(changed, before, before_bytes),
+                                       _texts(changed, after, after_bytes))
 
     again = portscan([*FIX_ARGS, "--diff", "."], work)
     if again.returncode not in (0, 1):
         result.failures.append(Failure("fix-error", "", 0, f"second --diff exited {again.returncode}"))
     result.failures += idempotence_failures(again.stdout.decode("utf-8", errors="replace"))
+    found_after = scan_findings(work)
+    result.findings, result.fixed = fixed_share(found_before, found_after)
+    result.rewrite_errors = (len(rewrite_errors(found_before)), len(rewrite_errors(found_after)))
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _texts(paths: Iterable[str], python: Mapping[str, str], raw: Mapping[str, bytes]) -> dict[str, str]:
+    """The texts of ``paths``: Python as Python decodes it, the rest as UTF-8 (all a text fix rewrites)."""
+    out = {}
+    for path in paths:
+        if path in python:
+            out[path] = python[path]
+        elif path in raw and not path.endswith(".py"):
+            try:
+                out[path] = raw[path].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+    return out
+
+
+def text_failures(path: str, before: bytes, after: bytes) -> list[Failure]:
+    """A changed file that is not Python must still read as its kind where it did."""
+    from portscan.filekinds import file_kind
+    from portscan.fix.text import unreadable
+
+    kind = file_kind(PurePosixPath(path))
+    try:
+        old, new = before.decode("utf-8"), after.decode("utf-8")
+    except UnicodeDecodeError:
+        return [Failure("read", path, 0, "a file that is not UTF-8 was rewritten")]
+    if kind is None or kind == "python":
+        return [Failure("fix-error", path, 0, "a file no fix rewrites changed")]
+    problem = unreadable(kind, new) if unreadable(kind, old) is None else None
+    return [Failure("read", path, 0, problem)] if problem else []
+
+
+def scan_findings(root: Path) -> list[dict[str, Any]]:
+    """The findings of ``portscan scan --format json`` on ``root``."""
+    done = portscan(["scan", "--no-cache", "--format", "json", "--exit-zero", "."], root)
+    return list(json.loads(done.stdout.decode("utf-8"))["findings"])
+
+
+def fixed_share(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    """(unguarded findings before, how many of them are gone): counted per rule and file,
+    since a fix moves the lines below it."""
+    def unguarded(found: Sequence[Mapping[str, Any]]) -> Counter[tuple[str, str]]:
+        return Counter((f["rule"], f["path"]) for f in found if f.get("guard") is None)
+
+    was, now = unguarded(before), unguarded(after)
+    return sum(was.values()), sum((was - now).values())
+
+
+def rewrite_errors(found: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Error-level packaging and build findings of rules that document a rewrite (a ``[fix]``)."""
+    return [f for f in found if f["severity"] == "error" and f["category"] in BUILD_CATEGORIES
+            and f["rule"] in _rules_with_fixes()]
+
+
+@functools.cache
+def _rules_with_fixes() -> frozenset[str]:
+    from portscan.ruleset.loader import load_rules
+
+    return frozenset(r.code for r in load_rules().rules if r.fix is not None)
 
 
 def mixed_failures(summary: Summary, codes: frozenset[str] | None = None) -> list[Failure]:
@@ -527,23 +608,31 @@ def render(results: Sequence[TreeResult], skipped: Sequence[str], command: str) 
            f"Measured {stamp} with portscan {package.__version__} at commit {commit_stamp()} on "
            f"{platform.machine()}, Python {platform.python_version()}:", "", f"    {command}", "",
            f"{len(results)} trees: the accuracy corpus (benchmarks/accuracy/trees/) and the apex-using "
-           "repositories of benchmarks/fix/trees.toml. Each is fixed in a scratch copy; every changed Python "
-           "file is checked (see the docstring of benchmarks/fix_harness.py for what each check means).", ""]
+           "repositories of benchmarks/fix/trees.toml. Each is fixed in a scratch copy; every changed file is "
+           "checked (see the docstring of benchmarks/fix_harness.py for what each check means).", ""]
     if skipped:
         out += [f"Skipped (tree not available; see `--git-trees`): {', '.join(skipped)}.", ""]
     files = sum(len(r.changed) for r in results)
     applied = sum(sum(r.applied.values()) for r in results)
     declined = sum(sum(r.declined.values()) for r in results)
+    findings, fixed = sum(r.findings for r in results), sum(r.fixed for r in results)
+    errors = (sum(r.rewrite_errors[0] for r in results), sum(r.rewrite_errors[1] for r in results))
     out += [f"**Totals:** {len(results)} trees, {sum(r.python_files for r in results)} Python files, "
             f"{files} changed, {applied} fixes applied, {declined} declined; failures: "
-            + ", ".join(f"{c} {failing.get(c, 0)}" for c in CHECKS) + ".", ""]
-    out += ["| tree | .py files | changed | fixes | declined | " + " | ".join(CHECKS) + " | seconds |",
-            "|---|---|---|---|---|" + "---|" * len(CHECKS) + "---|"]
+            + ", ".join(f"{c} {failing.get(c, 0)}" for c in CHECKS) + ".", "",
+            f"**Fixed automatically:** {fixed} of {findings} unguarded findings "
+            f"({fixed / max(findings, 1):.1%}; counted per rule and file). Error-level packaging and build "
+            f"findings of rules with a documented rewrite: {errors[0]} before, {errors[1]} after (each one "
+            "left is declined with its reason in the fix summary).", ""]
+    out += ["| tree | .py files | changed | fixes | declined | findings | fixed | rewrite errors | "
+            + " | ".join(CHECKS) + " | seconds |",
+            "|---|---|---|---|---|---|---|---|" + "---|" * len(CHECKS) + "---|"]
     for r in results:
         per = Counter(f.check for f in r.failures)
         out.append(f"| {r.id} | {r.python_files} | {len(r.changed)} | {sum(r.applied.values())} "
-                   f"| {sum(r.declined.values())} | " + " | ".join(str(per.get(c, 0)) for c in CHECKS)
-                   + f" | {r.seconds:.1f} |")
+                   f"| {sum(r.declined.values())} | {r.findings} | {r.fixed} "
+                   f"| {r.rewrite_errors[0]} → {r.rewrite_errors[1]} | "
+                   + " | ".join(str(per.get(c, 0)) for c in CHECKS) + f" | {r.seconds:.1f} |")
     out += ["", "## Fixes applied and declined, per tree", ""]
     for r in results:
         if r.applied or r.declined:

@@ -76,6 +76,8 @@ def project(tmp_path: Path) -> Path:
     (root / "train.py").write_text(TRAIN)
     (root / "model.py").write_text(MODEL)
     (root / "README.md").write_text("# a project\n")
+    (root / "requirements.txt").write_text("torch==2.1.0+cu121  # CUDA 12.1 build\ntimm\n")
+    (root / "Dockerfile").write_text("FROM nvcr.io/nvidia/pytorch:24.05-py3\nCOPY . /app\n")
     return root
 
 
@@ -83,9 +85,19 @@ def test_a_real_fix_run_passes_every_check(project: Path, tmp_path: Path) -> Non
     before = {p.name: p.read_bytes() for p in project.iterdir()}
     result = harness.run_tree("project", project, tmp_path / "scratch")
     assert result.failures == []
-    assert result.changed == ["model.py", "train.py"]
-    assert {"PS210", "PS216", "PS218", "PS222"} <= set(result.applied)
+    assert result.changed == ["Dockerfile", "model.py", "requirements.txt", "train.py"]
+    assert {"PS210", "PS216", "PS218", "PS222", "PS801", "PS831"} <= set(result.applied)
     assert {p.name: p.read_bytes() for p in project.iterdir()} == before  # the copy was fixed, not the tree
+    # the share: the pin and the image (errors with a documented rewrite) are gone with the apex findings
+    assert result.rewrite_errors == (2, 0)
+    assert 0 < result.fixed <= result.findings
+
+
+def test_a_text_file_that_no_longer_reads_as_its_kind_is_a_failure() -> None:
+    broken = harness.text_failures("pyproject.toml", b'dependencies = ["torch"]\n', b"dependencies = [\n")
+    assert kinds(broken) == ["read"]
+    assert harness.text_failures("requirements.txt", b"torch==2.1.0+cu121\n", b"torch==2.1.0+rocm5.6\n") == []
+    assert kinds(harness.text_failures("notes.md", b"a\n", b"b\n")) == ["fix-error"]
 
 
 def test_check_file_reports_a_new_undefined_name_and_not_an_old_one() -> None:
@@ -176,6 +188,8 @@ def test_the_fix_summary_is_read_back() -> None:
     text = ("Fixed 3 findings in 2 files\n  Python: 3 in 2 files (PS210, PS216, PS218 ×2)\n"
             "    model.py: PS210\n    train.py: PS216, PS218 ×2\n"
             "  1 more finding in the fixed files than before: 1 on code the fixes wrote (PS401)\n"
+            "Check in review (the nearest match was written, not an exact one):\n"
+            "  Dockerfile:1 PS831 ngc-container-image: NGC PyTorch 22.12-py3 carries PyTorch 2.0: Python 3.9 for 3.8\n"
             "Not fixed (left to you, with the reason):\n  Python:\n"
             "    config.py:220 PS223 apex-sync-batchnorm: only calls are rewritten; this use is not called\n"
             "  broken.py: not written: permission denied\n"

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from portscan.cli import main
-from portscan.fix.text import _unreadable, fix_text
+from portscan.fix.text import unreadable, fix_text
 from portscan.match.textfix import IN_PYTHON
 from portscan.ruleset.loader import RuleSet, load_rules
 from portscan.scan import scan_source
@@ -160,12 +160,12 @@ def test_a_file_that_is_not_utf8_is_never_rewritten(tmp_path: Path) -> None:
 
 
 def test_a_result_that_no_longer_reads_as_its_kind_is_refused() -> None:
-    assert _unreadable("pyproject", "dependencies = [\n") is not None
-    assert _unreadable("conda", "dependencies:\n  - [\n") is not None
-    assert _unreadable("requirements", "anything") is None
+    assert unreadable("pyproject", "dependencies = [\n") is not None
+    assert unreadable("conda", "dependencies:\n  - [\n") is not None
+    assert unreadable("requirements", "anything") is None
     if shutil.which("bash"):
-        assert _unreadable("shell", "if true; then\n") is not None
-        assert _unreadable("shell", "pip install torch\n") is None
+        assert unreadable("shell", "if true; then\n") is not None
+        assert unreadable("shell", "pip install torch\n") is None
 
 
 # -- item 2 in part: TORCH_CUDA_ARCH_LIST and `--gpus all` --------------------------------
@@ -256,7 +256,7 @@ def test_a_file_that_names_the_rocm_arch_variable_is_not_reported() -> None:
 def test_gpus_all_becomes_the_rocm_device_nodes(before: str, after: str) -> None:
     result = fix_text(before, "run.sh", "shell", GPUS, unsafe=True)
     assert result.fixed == after and [a.rule for a in result.applied] == ["PS834"]
-    assert _unreadable("shell", result.fixed) is None
+    assert unreadable("shell", result.fixed) is None
     assert fix_text(after, "run.sh", "shell", GPUS, unsafe=True).fixed == after
 
 
@@ -365,7 +365,7 @@ SMI = RuleSet(r for r in RULES.rules if r.code == "PS601")
 def test_nvidia_smi_with_a_1to1_amd_smi_form_is_rewritten(before: str, after: str) -> None:
     result = fix_text(before, "run.sh", "shell", SMI, unsafe=True)
     assert result.fixed == after and [a.rule for a in result.applied] == ["PS601"]
-    assert _unreadable("shell", result.fixed) is None
+    assert unreadable("shell", result.fixed) is None
     assert fix_text(after, "run.sh", "shell", SMI, unsafe=True).fixed == after
     assert not fix_text(before, "run.sh", "shell", SMI, unsafe=False).applied
 

@@ -77,7 +77,7 @@ def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = Fal
     fixed = text
     for edit in sorted(chosen, key=lambda e: e.start, reverse=True):
         fixed = fixed[:edit.start] + edit.new + fixed[edit.end:]
-    problem = (_unreadable(kind, fixed) if _unreadable(kind, text) is None else None) or \
+    problem = (unreadable(kind, fixed) if unreadable(kind, text) is None else None) or \
         _unsettled(fixed, kind, rules, matches, [e.match for e in chosen])
     if problem is not None:
         return FileFix(path, text, text, not_fixed=tuple(not_fixed), error=f"{problem}; the file is unchanged",
@@ -168,7 +168,7 @@ _READERS: dict[str, Callable[[str], object]] = {
 }
 
 
-def _unreadable(kind: str, text: str) -> str | None:
+def unreadable(kind: str, text: str) -> str | None:
     """Why ``text`` no longer reads as its kind (None: it does, or the kind has no reader)."""
     reader = _READERS.get(kind)
     if reader is None:

@@ -93,14 +93,10 @@ def rocm_pin(text: str, match: Match, kind: str, target: Target | None = None) -
     assert table is not None
     name = canonicalize_name(pin["name"])
     if name == "torch":
-        try:
-            labels = table.indexes_of(Version(pin["version"]))
-        except InvalidVersion:
-            labels = ()
-        if not labels:
-            return Rewritten(reason=f"torch {pin['version']} has no ROCm wheels on download.pytorch.org; "
-                                    "move to a release that has them")
-        label = labels[0]
+        first = _first_label(table, pin["version"])
+        if isinstance(first, Rewritten):
+            return first
+        label = first
     elif name in _DOMAIN:
         pinned = {v for s in torch_specifiers(text) if (v := _pinned(s)) is not None}
         labels = table.indexes_of(next(iter(pinned))) if len(pinned) == 1 else ()
@@ -113,6 +109,18 @@ def rocm_pin(text: str, match: Match, kind: str, target: Target | None = None) -
                                 "rule's rewrite")
     start, end = pin.span("local")
     return Rewritten(new=span[:start] + label + span[end:])
+
+
+def _first_label(table: RocmWheels, version: str) -> str | Rewritten:
+    """The first ROCm label PyTorch lists for torch ``version`` (``rocm5.6``), or why none."""
+    try:
+        labels = table.indexes_of(Version(version))
+    except InvalidVersion:
+        labels = ()
+    if not labels:
+        return Rewritten(reason=f"torch {version} has no ROCm wheels on download.pytorch.org; "
+                                "move to a release that has them")
+    return labels[0]
 
 
 def _pinned(specifier: str) -> Version | None:
@@ -470,14 +478,9 @@ def rocm_conda(text: str, match: Match, kind: str, target: Target | None = None)
                                 "and install torch from the ROCm index with pip, by hand")
     table = rocm_wheels("torch")
     assert table is not None
-    try:
-        labels = table.indexes_of(Version(moved["torch"][1]))
-    except InvalidVersion:
-        labels = ()
-    if not labels:
-        return Rewritten(reason=f"torch {moved['torch'][1]} has no ROCm wheels on download.pytorch.org; "
-                                "move to a release that has them")
-    label = labels[0]
+    label = _first_label(table, moved["torch"][1])
+    if isinstance(label, Rewritten):
+        return label
     lines = text.splitlines(keepends=True)
     starts = [0]
     for line in lines:
