@@ -506,3 +506,17 @@ def test_a_guarded_import_lists_its_uses_after_fixing(tmp_path: Path, rules) -> 
     out = io.StringIO()
     render_fix_summary(run, Console(file=out, width=10_000), wrote=True, show_fixes=False)
     assert "more finding" not in out.getvalue()
+
+
+def test_an_import_used_at_import_time_is_neither_marked_nor_guarded(rules) -> None:
+    """guard-import declines where the name runs when the module is imported; the scan
+    decides the same, so `[fix]` is not promised (it was, before the decision moved)."""
+    source = ("import pynvml\nimport tensorrt\n\nHANDLE_TYPE = pynvml.c_nvmlDevice_t\n\n"
+              "def build(onnx):\n    return tensorrt.Builder(tensorrt.Logger())\n")
+    marks = {f.span.line: f.fix for f in scan_source(source, "gpu.py", rules) if f.span.line <= 2}
+    assert marks == {1: None, 2: "safe"}
+    result = fix_source(source, "gpu.py", rules)
+    assert [n.reason for n in result.not_fixed if n.line == 1] == [
+        "`pynvml` is used at import time (`HANDLE_TYPE = pynvml.c_nvmlDevice_t`), not only inside functions"]
+    assert "try:\n    import tensorrt\nexcept ImportError:" in result.fixed
+    assert "try:\n    import pynvml" not in result.fixed

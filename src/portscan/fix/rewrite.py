@@ -119,6 +119,15 @@ class FixContext:
     def line(self, node: cst.CSTNode) -> int:
         return self.positions([node])[id(node)].start.line
 
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    def import_time_use(self, name: str) -> cst.CSTNode | None:
+        """A use of the module-level ``name`` that runs at import time (see
+        :class:`portscan.match.fixsites.ImportUses`)."""
+        return next((use for use, where in self.names.uses(name, self.names.module)
+                     if where is self.names.module or where.is_class), None)
+
     def scope(self, node: cst.CSTNode) -> Scope:
         """The scope ``node`` is evaluated in."""
         return self.names.scope_at(node, self.parent)

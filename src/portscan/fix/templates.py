@@ -14,6 +14,7 @@ import libcst as cst
 from portscan.fix.rewrite import EQUAL, Declined, Edit, FixContext, single_small
 from portscan.ruleset.fixspec import FixSpec, Replace
 from portscan.match import Match
+from portscan.match.fixsites import bound_names, guard_import_declined
 from portscan.match.syntax import dotted, literal
 from portscan.ruleset.table import MISSING, Literal, literal_in
 
@@ -252,23 +253,16 @@ def _breaks_line(arg: cst.Arg) -> bool:
 
 
 def guard_import(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Declined | None:
-    line = ctx.statement(match.node)  # type: ignore[arg-type]
     if not any(isinstance(a, cst.Import | cst.ImportFrom) for a in ctx.ancestors(match.node)):
         return None  # a use of the imported name, reported once the import is guarded
-    if not isinstance(line, cst.SimpleStatementLine) or ctx.parent(line) is not ctx.module:
-        return Declined(match, "only module-level imports are guarded")
-    if len(line.body) != 1 or not isinstance(line.body[0], (cst.Import, cst.ImportFrom)):
-        return Declined(match, "the import shares its line with other statements")
+    reason = guard_import_declined(match.node, ctx)  # the scan decided the same (see fixsites)
+    if reason is not None:
+        return Declined(match, reason)
+    line = ctx.statement(match.node)  # type: ignore[arg-type]
+    assert isinstance(line, cst.SimpleStatementLine)
     statement = line.body[0]
-    if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
-        return Declined(match, "a star import cannot be guarded")
-    names = _bound_names(statement)
-    scope = ctx.scope(line)
-    for name in names:
-        for use, where in ctx.names.uses(name, scope):
-            if where is scope or where.is_class:  # runs when the module (or a class body) does
-                return Declined(match, f"`{name}` is used at import time (line {ctx.line(use)}), "
-                                       "not only inside functions")
+    assert isinstance(statement, (cst.Import, cst.ImportFrom))
+    names = bound_names(statement)
     fallback = [cst.SimpleStatementLine([cst.Assign([cst.AssignTarget(cst.Name(n))], cst.Name("None"))])
                 for n in names]
     comment = f"# not available on ROCm: see `portscan explain {match.rule.code}`"
@@ -281,19 +275,6 @@ def guard_import(ctx: FixContext, match: Match, spec: FixSpec) -> Edit | Decline
         leading_lines=line.leading_lines,
     )
     return Edit(line, guarded, match, spec.tier)
-
-
-def _bound_names(statement: cst.Import | cst.ImportFrom) -> list[str]:
-    names = []
-    assert not isinstance(statement.names, cst.ImportStar)
-    for alias in statement.names:
-        if alias.evaluated_alias is not None:
-            names.append(alias.evaluated_alias)
-        elif isinstance(statement, cst.Import):
-            names.append(alias.evaluated_name.split(".")[0])
-        else:
-            names.append(alias.evaluated_name)
-    return list(dict.fromkeys(names))
 
 
 # ----------------------------------------------------------------------------- delete

@@ -34,7 +34,17 @@ class Tree(Protocol):
     def line(self, node: cst.CSTNode) -> int: ...
 
 
-class Facts(Tree, Protocol):
+class ImportUses(Tree, Protocol):
+    """What :func:`guard_import_declined` needs: where a module-level name is used."""
+
+    def import_time_use(self, name: str) -> cst.CSTNode | None:
+        """A use of the module-level ``name`` that runs when the module is imported (in the
+        module's own statements or a class body), if any."""
+
+    def code(self, node: cst.CSTNode) -> str: ...
+
+
+class Facts(ImportUses, Protocol):
     """What the scan's walk knows of the whole module, for the decisions that look past
     a site's own shape."""
 
@@ -51,8 +61,6 @@ class Facts(Tree, Protocol):
 
     def first(self, nodes: Sequence[cst.CSTNode]) -> cst.CSTNode:
         """The node that comes first in the module."""
-
-    def code(self, node: cst.CSTNode) -> str: ...
 
 
 #: why ``nvidia-gate`` leaves a helper's call alone (``requires_sm(9, 0)``, reported where it is called)
@@ -169,6 +177,56 @@ def _append_target(statement: cst.CSTNode | None) -> str | None:
     return func.value.value
 
 
+def guard_import_declined(node: cst.CSTNode, tree: ImportUses) -> str | None:
+    """Why ``guard-import`` cannot wrap the import holding ``node`` in ``try``/``except
+    ImportError`` (None: it can, or ``node`` is a use of the name, not its import)."""
+    line: cst.CSTNode | None = node
+    inside_import = False
+    while line is not None and not isinstance(line, cst.SimpleStatementLine):
+        inside_import = inside_import or isinstance(line, (cst.Import, cst.ImportFrom))
+        line = tree.parent(line)
+    if not inside_import:
+        return None
+    if line is None or not isinstance(tree.parent(line), cst.Module):
+        return "only module-level imports are guarded"
+    if len(line.body) != 1 or not isinstance(line.body[0], (cst.Import, cst.ImportFrom)):
+        return "the import shares its line with other statements"
+    statement = line.body[0]
+    if isinstance(statement, cst.ImportFrom) and isinstance(statement.names, cst.ImportStar):
+        return "a star import cannot be guarded"
+    for name in bound_names(statement):
+        use = tree.import_time_use(name)
+        if use is not None:
+            return f"`{name}` is used at import time (`{_statement_text(use, tree)}`), not only inside functions"
+    return None
+
+
+def _statement_text(node: cst.CSTNode, tree: ImportUses) -> str:
+    """The first line of the simple statement holding ``node``, shortened: where a reason
+    names a place, it quotes it (a line number would be the fix pass's, not the input's)."""
+    while True:
+        above = tree.parent(node)
+        if above is None or isinstance(above, (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock)):
+            break
+        node = above
+    text = tree.code(node).strip().splitlines()[0] if tree.code(node).strip() else ""
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def bound_names(statement: cst.Import | cst.ImportFrom) -> list[str]:
+    """The names an import binds, once each (``import a.b`` binds ``a``)."""
+    names = []
+    assert not isinstance(statement.names, cst.ImportStar)
+    for alias in statement.names:
+        if alias.evaluated_alias is not None:
+            names.append(alias.evaluated_alias)
+        elif isinstance(statement, cst.Import):
+            names.append(alias.evaluated_name.split(".")[0])
+        else:
+            names.append(alias.evaluated_name)
+    return list(dict.fromkeys(names))
+
+
 def cuda_home_test(node: cst.CSTNode, parent: Parent) -> str | None:
     """Why ``cuda-home-toolkit`` cannot make this ``CUDA_HOME`` read as "the toolkit of
     this build": it must be tested against None (``is None``, ``is not None``) or for
@@ -217,6 +275,8 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
         return None
     if spec.kind == "text":
         return IN_PYTHON
+    if spec.kind == "guard-import":
+        return guard_import_declined(match.node, facts)
     if spec.kind in ("replace", "delete"):
         reason = binding_conflict(facts.bindings(match.node)) or probed(facts, match.node)
         if reason is not None:
@@ -241,7 +301,7 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
 
 def _decides(match: Match) -> bool:
     spec = match.rule.fix
-    return spec is not None and match.guard is None and (spec.kind in ("replace", "delete", "text")
+    return spec is not None and match.guard is None and (spec.kind in ("replace", "delete", "text", "guard-import")
                                                          or spec.transform in ("cuda-version-none", "hip-nvcc-flags",
                                                                             "cuda-home-toolkit", "nvidia-gate"))
 

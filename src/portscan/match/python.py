@@ -2159,6 +2159,11 @@ class _Facts:
     def attributes(self, name: str) -> list[cst.Attribute]:
         return self._attributes.get(name, [])
 
+    def import_time_use(self, name: str) -> cst.CSTNode | None:
+        module = self._names.module
+        return next((use for use, where in self._names.uses(name, module) if where is module or where.is_class),
+                    None)
+
     def line(self, node: cst.CSTNode) -> int:
         return self._lines.position(locate(self.module, [node])[id(node)][0])[0]
 
