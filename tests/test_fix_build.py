@@ -5,6 +5,7 @@ CUDA one must give exactly what the original gave."""
 
 from __future__ import annotations
 
+import os
 import textwrap
 import types
 
@@ -45,7 +46,7 @@ def run(source: str, hip: str | None, cuda_home: str | None, rocm_home: str | No
     torch = types.SimpleNamespace(version=types.SimpleNamespace(hip=hip, cuda=None if hip else "12.1"))
     cpp = types.SimpleNamespace(CUDA_HOME=cuda_home, ROCM_HOME=rocm_home, IS_HIP_EXTENSION=hip is not None,
                                 CUDAExtension=lambda name, sources, extra_compile_args: extra_compile_args)
-    modules = {"torch": torch, "torch.utils.cpp_extension": cpp}
+    modules = {"torch": torch, "torch.utils.cpp_extension": cpp, "os": os}
 
     def load(name, globals=None, locals=None, fromlist=(), level=0):  # noqa: A002 - __import__'s signature
         return modules[name]
@@ -191,3 +192,32 @@ def test_an_option_written_apart_from_its_value_leaves_with_it() -> None:
     result = fix_source(text, "setup.py", BUILD, unsafe=True)
     assert run(result.fixed, "6.2", None, "/opt/rocm")["EXT"]["nvcc"] == ["-O2", "-DX"]
     assert run(result.fixed, None, "/cuda", None)["EXT"] == run(text, None, "/cuda", None)["EXT"]
+
+
+def test_a_flag_a_helper_adds_is_kept_from_hipcc_in_the_helper() -> None:
+    """`append_nvcc_threads(flags)` is reported where it is called; its list is rewritten."""
+    text = textwrap.dedent('''\
+        import os
+        import torch
+        from torch.utils.cpp_extension import CUDAExtension
+
+
+        def append_nvcc_threads(nvcc_extra_args):
+            if os.environ.get("VERBOSE"):
+                print("adding --threads")
+            return nvcc_extra_args + ["--threads", "4"]
+
+
+        EXT = CUDAExtension("x", ["x.cu"], extra_compile_args={"nvcc": append_nvcc_threads(["-O3"])})
+        ''')
+    [call] = [f for f in scan_source(text, "setup.py", RULES) if f.rule == "PS906"]
+    assert call.span.line == 12 and call.fix == "unsafe"
+    result = fix_source(text, "setup.py", BUILD, unsafe=True)
+    assert 'return nvcc_extra_args + ([] if torch.version.hip else ["--threads", "4"])' in result.fixed
+    assert [a.line for a in result.applied] == [12] and not result.not_fixed
+    assert run(result.fixed, None, "/cuda", None)["EXT"] == {"nvcc": ["-O3", "--threads", "4"]}
+    assert run(result.fixed, "6.2", None, "/opt/rocm")["EXT"] == {"nvcc": ["-O3"]}
+    # the call's finding now sits under the helper's vendor test: info, and nothing more to do
+    [after] = [f for f in scan_source(result.fixed, "setup.py", RULES) if f.rule == "PS906"]
+    assert after.guard == "vendor-branch" and after.fix is None
+    assert fix_source(result.fixed, "setup.py", BUILD, unsafe=True).fixed == result.fixed

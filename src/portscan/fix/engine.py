@@ -452,6 +452,11 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         walk = ModuleWalk(module, candidates, first_party)
         matches = walk.matches()
     before = found(text, matches)
+    # guarded code is never rewritten, so its places are the input's; a guard the fixes
+    # write later (`torch.version.cuda is not None and ...`) is no reason to list
+    input_index = LineIndex(text)
+    guarded_input = {NotFixed(m.rule.code, m.rule.name, input_index.position(m.start)[0], reason)
+                     for m, reason in guarded(matches, silenced)}
     compiled = _compiles(text, path)
     module_name, package = module_names(path)
     current = text
@@ -516,11 +521,8 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     else:
         return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
                                                "the file is unchanged")
-    written = {(a.rule, a.line) for a in applied}  # a guard the fix itself wrote is no reason to list
     not_fixed = tuple(sorted({NotFixed(m.rule.code, m.rule.name, origins.input_line(m.start), reason)
-                              for m, reason in [*declined, *guarded(matches, silenced)]
-                              if (m.rule.code, origins.input_line(m.start)) not in written},
-                             key=lambda n: (n.line, n.rule)))
+                              for m, reason in declined} | guarded_input, key=lambda n: (n.line, n.rule)))
     return FileFix(path, text, current, tuple(applied), not_fixed, findings=found(current, matches),
                    before=before)
 

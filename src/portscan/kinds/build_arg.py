@@ -67,4 +67,5 @@ class BuildArgPattern:
             value = surface.text(node) or ""
             for rule, p in rules:
                 if p.accepts(argument, value):  # an f-string's placeholders read as {...}
-                    surface.hit(rule, id(at), at, value=value.replace("\0", "{...}"), argument=argument)
+                    surface.hit(rule, id(at), at, origin=node, value=value.replace("\0", "{...}"),
+                                argument=argument)

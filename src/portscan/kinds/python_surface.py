@@ -102,9 +102,11 @@ class PythonSurface(Protocol):
         site)."""
 
     def hit(self, rule: Any, site: object, node: cst.BaseExpression, subject: object = None,
-            **variables: str) -> None:
+            origin: cst.CSTNode | None = None, **variables: str) -> None:
         """Report ``rule`` at ``node``; one report per rule and ``site``. Reports of one
-        rule with the same ``subject`` (hashable) become one finding with its uses."""
+        rule with the same ``subject`` (hashable) become one finding with its uses. An
+        ``origin`` (where the reported value is written, when that is not ``node``: a
+        helper's list reported at its call) lends ``node`` the guard it sits under."""
 
     def want_uses(self, rule: Any, statement: cst.CSTNode, local: str, scope: Any) -> None:
         """Report the attribute uses of the name an import binds (``uses = true``)."""

@@ -48,6 +48,8 @@ class Facts(ImportUses, Protocol):
     """What the scan's walk knows of the whole module, for the decisions that look past
     a site's own shape."""
 
+    module: cst.Module
+
     def bindings(self, node: cst.CSTNode) -> tuple[str, tuple[str | None, ...]] | None:
         """What the first name of the chain holding ``node`` is bound to: (the name, each
         binding's qualified import, or None for a def, assignment or relative import)."""
@@ -109,12 +111,17 @@ NVCC_PAIRED = frozenset({"-gencode", "--generate-code", "-arch", "--gpu-architec
 _FLAG_LIST_PLACES = (cst.Assign, cst.AugAssign, cst.AnnAssign, cst.DictElement, cst.Arg, cst.Return)
 
 
-def nvcc_flag_list(node: cst.CSTNode, parent: Parent) -> cst.List | AppendedFlag | str:
+def nvcc_flag_list(node: cst.CSTNode, parent: Parent, module: cst.Module | None = None,
+                   flagged: Callable[[str], bool] | None = None) -> cst.List | AppendedFlag | str:
     """Where ``hip-nvcc-flags`` can keep the nvcc flag ``node`` from hipcc: the list literal
     it is an element of (which gets a ROCm twin, ``[hip] if torch.version.hip else [the
     list as written]``), or the ``flags.append("-gencode")`` statement it is appended by
     (which goes under ``if not torch.version.hip:`` with the value appended after it);
-    else why not."""
+    for a call of the module's own helper that adds the flag (``append_nvcc_threads(args)``,
+    reported at the call), the list in the helper's ``return`` that holds a ``flagged``
+    string; else why not."""
+    if isinstance(node, cst.Call):
+        return _helper_list(node, parent, module, flagged)
     element = parent(node)
     above = parent(element) if isinstance(element, (cst.Element, cst.Arg)) else None
     if isinstance(element, cst.Arg):
@@ -133,6 +140,50 @@ def nvcc_flag_list(node: cst.CSTNode, parent: Parent) -> cst.List | AppendedFlag
     if last in NVCC_PAIRED:
         return f"`{last}` takes its value from outside this list: add both only for CUDA by hand"
     return listed
+
+
+def _helper_list(call: cst.Call, parent: Parent, module: cst.Module | None,
+                 flagged: Callable[[str], bool] | None) -> cst.List | str:
+    """The flag list a module-level helper returns (``return args + ["--threads", "4"]``)."""
+    helper = "the flag is added by a helper this call reaches: add it only `if not torch.version.hip` there, by hand"
+    if module is None or flagged is None or not isinstance(call.func, cst.Name):
+        return helper
+    defs = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == call.func.value]
+    if len(defs) != 1:
+        return helper
+    found = [node for node in _returned(defs[0]) if isinstance(node, cst.List) and any(
+        isinstance(e.value, cst.SimpleString) and isinstance(e.value.evaluated_value, str)
+        and flagged(e.value.evaluated_value) for e in node.elements)]
+    if len(found) != 1:
+        return helper
+    element = found[0].elements[0]
+    site = nvcc_flag_list(element.value, parent)
+    return site if isinstance(site, (cst.List, str)) else helper
+
+
+def flag_test(match: Match) -> Callable[[str], bool]:
+    """Whether a string is one of the flags ``match``'s rule reports (for a helper's list)."""
+    argument = match.variables.get("argument", "nvcc")
+    accepts = getattr(match.rule.pattern, "accepts", None)  # a BuildArgPattern's
+    return lambda value: accepts is not None and bool(accepts(argument, value))
+
+
+def _returned(function: cst.FunctionDef) -> list[cst.CSTNode]:
+    """The operands of the ``+`` chains (or the values) a function's top-level ``return`` statements give."""
+    out: list[cst.CSTNode] = []
+    lines = function.body.body if isinstance(function.body, cst.IndentedBlock) else [function.body]
+    for line in lines:
+        smalls = line.body if isinstance(line, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) else ()
+        for small in smalls:
+            if isinstance(small, cst.Return) and small.value is not None:
+                stack: list[cst.CSTNode] = [small.value]
+                while stack:
+                    value = stack.pop()
+                    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+                        stack += [value.left, value.right]
+                    else:
+                        out.append(value)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +345,7 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
     if _transform(match) == "cuda-home-toolkit":
         return cuda_home_test(match.node, facts.parent)
     if _transform(match) == "hip-nvcc-flags":
-        site = nvcc_flag_list(match.node, facts.parent)
+        site = nvcc_flag_list(match.node, facts.parent, facts.module, flag_test(match))
         return site if isinstance(site, str) else None
     return None
 

@@ -38,6 +38,10 @@ range lies inside one takes the guard's name and a lowered severity:
     the rule's ``equivalents`` (``except ImportError: LayerNorm = torch.nn.LayerNorm``
     for apex's ``FusedLayerNorm``) -- nothing is lost -- reported as ``info``.
 
+A value reported somewhere other than where it is written (a flag list a helper returns,
+reported at the helper's call) takes the guard of the place it is written when its own
+place has none.
+
 The vendor test is a syntactic heuristic, stated here so users can predict it.
 """
 

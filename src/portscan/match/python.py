@@ -957,6 +957,9 @@ class _Resolver:
         self.unless_checked: dict[int, str] = {}
         #: id(node reported) -> its subject (see :meth:`hit`)
         self.subjects: dict[int, object] = {}
+        #: id(reported node) -> where the value it reports is written, when that is elsewhere (a
+        #: helper's flag list reported at the helper's call): a guard there guards the report
+        self.origins: dict[int, cst.CSTNode] = {}
 
     def run(self) -> None:
         self._mark_listed_only()
@@ -983,10 +986,12 @@ class _Resolver:
     # -- reports ----------------------------------------------------------------
 
     def hit(self, rule: Rule, site: object, node: cst.BaseExpression, subject: object = None,
-            **variables: str) -> None:
+            origin: cst.CSTNode | None = None, **variables: str) -> None:
         self.hits.append((rule, site, node, variables))
         if subject is not None:
             self.subjects[id(node)] = subject
+        if origin is not None and origin is not node:
+            self.origins[id(node)] = origin
 
     def want_uses(self, rule: Rule, statement: cst.CSTNode, local: str, scope: Scope) -> None:
         self.c.use_imports.append(UsedImport(rule, statement, local, scope))
@@ -994,7 +999,7 @@ class _Resolver:
     def hit_unless_checked(self, rule: Rule, site: object, node: cst.BaseExpression, local: str,
                            **variables: str) -> None:
         self.unless_checked[id(node)] = local
-        self.hit(rule, site, node, **variables)
+        self.hit(rule, site, node, None, None, **variables)
 
     # -- values that travel within the module -------------------------------------
 
@@ -2036,7 +2041,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                      + [t.body for t in collector.fallback_tries]
                      + ([body for body, _ in collector.catching_tries] if raising else [])
                      + (collector.number_choices if tuned else [])
-                     + [n for body, mentions in helpers for n in (body, *mentions)])
+                     + [n for body, mentions in helpers for n in (body, *mentions)]
+                     + list(resolver.origins.values()))
     guarded = [(offsets[id(node)], guard) for node, guard in regions if id(node) in offsets]
     guarded += _vendor_only_helpers(helpers, guarded, offsets)
 
@@ -2070,6 +2076,9 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             continue  # `if version is not None: version.split(".")`
         variables.setdefault("matched", source_snippet(module, node))
         guard = guard_at(start, end, rule)
+        origin = resolver.origins.get(id(node))
+        if guard is None and origin is not None and id(origin) in offsets:
+            guard = guard_at(*offsets[id(origin)], rule)  # the value is written under a guard
         statement = bindings.import_statement(rule, site)
         folded = False
         if statement is not None:  # an import rule's own statement

@@ -27,7 +27,7 @@ import libcst as cst
 from portscan.fix.rewrite import Declined, FixContext
 from portscan.fix.transforms.base import TransformResult
 from portscan.match import Match
-from portscan.match.fixsites import NVCC_PAIRED, AppendedFlag, nvcc_flag_list
+from portscan.match.fixsites import NVCC_PAIRED, AppendedFlag, flag_test, nvcc_flag_list
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 
 _IS_HIP = "torch.utils.cpp_extension.IS_HIP_EXTENSION"
@@ -38,7 +38,7 @@ def hip_nvcc_flags(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> T
     values: dict[cst.SimpleStatementLine, cst.SimpleStatementLine] = {}  # a paired flag's statement -> its value's
     declined: list[Declined] = []
     for match in matches:
-        site = nvcc_flag_list(match.node, ctx.parent)
+        site = nvcc_flag_list(match.node, ctx.parent, ctx.module, flag_test(match))
         if isinstance(site, str):
             declined.append(Declined(match, site))
         elif isinstance(site, AppendedFlag):
@@ -63,7 +63,7 @@ def hip_nvcc_flags(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> T
             continue
         if isinstance(place, cst.List):
             joined = isinstance(ctx.parent(place), cst.BinaryOperation)  # ([...] if hip else [...]) + more
-            twins[place] = cst.IfExp(test=test, body=_without(place, {id(m.node) for m in found}), orelse=place,
+            twins[place] = cst.IfExp(test=test, body=_without(place, _flagged(place, found)), orelse=place,
                                     lpar=[cst.LeftParen()] if joined else [], rpar=[cst.RightParen()] if joined else [])
             extent = ctx.positions([place])[id(place)]
         else:
@@ -109,6 +109,18 @@ def _guard_runs(original: Sequence[cst.BaseStatement], updated: Sequence[cst.Bas
         if after is not None:
             body.append(after)
     return body
+
+
+def _flagged(listed: cst.List, found: Sequence[Match]) -> set[int]:
+    """The ids of the list's flag values the matches stand for: their own nodes, or, for a
+    match reported at a helper's call, the strings of the helper's list its rule flags."""
+    ids = {id(m.node) for m in found if not isinstance(m.node, cst.Call)}
+    for match in found:
+        if isinstance(match.node, cst.Call):
+            test = flag_test(match)
+            ids |= {id(e.value) for e in listed.elements if isinstance(e.value, cst.SimpleString)
+                    and isinstance(e.value.evaluated_value, str) and test(e.value.evaluated_value)}
+    return ids
 
 
 def _without(listed: cst.List, flagged: set[int]) -> cst.List:
