@@ -155,3 +155,27 @@ def test_a_lacks_the_feature_test_is_true_on_rocm() -> None:
         namespace: dict = {}
         exec(compile(result.fixed.replace("    import torch\n", ""), "check.py", "exec"), {"torch": torch}, namespace)
         assert namespace["check"]("fp8") == expected
+
+
+def test_a_gate_in_a_helper_is_guarded_there_and_its_callers_with_it() -> None:
+    source = textwrap.dedent('''\
+        import torch
+
+
+        def requires_sm(major, minor):
+            def check(query):
+                return torch.cuda.get_device_capability(query.device) >= (major, minor)
+            return check
+
+
+        CONSTRAINTS = {"wgmma": requires_sm(9, 0), "mma": requires_sm(8, 0)}
+        ''')
+    before = {(f.rule, f.span.line): f.guard for f in scan_source(source, "dispatch.py", RULES)
+              if f.rule in ("PS501", "PS502")}
+    assert before == {("PS501", 6): None, ("PS502", 10): None, ("PS501", 10): None}
+    result = fix_source(source, "dispatch.py", GATES, unsafe=True)
+    assert "return torch.version.cuda is not None and torch.cuda.get_device_capability(query.device) >= " \
+           "(major, minor)" in result.fixed
+    after = {(f.rule, f.span.line): f.guard for f in scan_source(result.fixed, "dispatch.py", RULES)
+             if f.rule in ("PS501", "PS502")}
+    assert set(after.values()) == {"vendor-branch"}  # the callers' findings take the helper's guard

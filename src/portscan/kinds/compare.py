@@ -181,7 +181,8 @@ class ComparePattern:
                             for rule, p in rules:
                                 name = p.matched_callee(names, accessor, step, passed)
                                 if name is not None and not p.gates and p.helpers:
-                                    surface.hit(rule, id(call), call, name=name, value=repr(passed))
+                                    surface.hit(rule, id(call), call, origin=comparison, name=name,
+                                                value=repr(passed))
                 left = right
         for call, scope in surface.calls:  # f().startswith("x"): "x" in f(), at its start or end
             test = _affix_test(call)
