@@ -135,7 +135,7 @@ def nvcc_flag_list(node: cst.CSTNode, parent: Parent, module: cst.Module | None 
         and listed in (holder.left, holder.right)  # ["-O3", ...] + cc_flag
     if not joined and (not isinstance(holder, _FLAG_LIST_PLACES) or getattr(holder, "value", None) is not listed):
         return "the list is not assigned, returned, passed or added to as it stands: add the flag only for CUDA by hand"
-    values = [_flag_text(e) for e in listed.elements]
+    values = [flag_text(e.value) for e in listed.elements]
     last = values[-1] if values else None
     if last in NVCC_PAIRED:
         return f"`{last}` takes its value from outside this list: add both only for CUDA by hand"
@@ -151,9 +151,7 @@ def _helper_list(call: cst.Call, parent: Parent, module: cst.Module | None,
     defs = [s for s in module.body if isinstance(s, cst.FunctionDef) and s.name.value == call.func.value]
     if len(defs) != 1:
         return helper
-    found = [node for node in _returned(defs[0]) if isinstance(node, cst.List) and any(
-        isinstance(e.value, cst.SimpleString) and isinstance(e.value.evaluated_value, str)
-        and flagged(e.value.evaluated_value) for e in node.elements)]
+    found = [node for node in _returned(defs[0]) if isinstance(node, cst.List) and flag_values(node, flagged)]
     if len(found) != 1:
         return helper
     element = found[0].elements[0]
@@ -202,7 +200,7 @@ def _appended(node: cst.CSTNode, call: cst.CSTNode | None, parent: Parent) -> Ap
     if target is None or not isinstance(statement, cst.SimpleStatementLine):
         return ("not an element of a list literal or a `.append(...)` statement of its own: add it only "
                 "`if not torch.version.hip` by hand")
-    flag = node.evaluated_value if isinstance(node, cst.SimpleString) else None
+    flag = flag_text(node)
     if flag not in NVCC_PAIRED:
         return AppendedFlag(statement)
     block = parent(statement)
@@ -260,7 +258,8 @@ def _statement_text(node: cst.CSTNode, tree: ImportUses) -> str:
         if above is None or isinstance(above, (cst.SimpleStatementLine, cst.Module, cst.IndentedBlock)):
             break
         node = above
-    text = tree.code(node).strip().splitlines()[0] if tree.code(node).strip() else ""
+    code = tree.code(node).strip()
+    text = code.splitlines()[0] if code else ""
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -297,10 +296,15 @@ def cuda_home_test(node: cst.CSTNode, parent: Parent) -> str | None:
             "(nvcc, lib64); use ROCM_HOME (hipcc, lib) on ROCm by hand")
 
 
-def _flag_text(element: cst.BaseElement) -> str | None:
-    value = element.value
-    return value.evaluated_value if isinstance(value, cst.SimpleString) and \
-        isinstance(value.evaluated_value, str) else None
+def flag_text(node: cst.CSTNode) -> str | None:
+    """The flag a plain string literal spells (``"-gencode"``); None for anything else."""
+    return node.evaluated_value if isinstance(node, cst.SimpleString) and \
+        isinstance(node.evaluated_value, str) else None
+
+
+def flag_values(listed: cst.List, flagged: Callable[[str], bool]) -> list[cst.BaseExpression]:
+    """The list's string elements that are ``flagged`` flags."""
+    return [e.value for e in listed.elements if (text := flag_text(e.value)) is not None and flagged(text)]
 
 
 def parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:

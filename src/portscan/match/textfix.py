@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -29,6 +30,7 @@ from portscan.config import Target
 from portscan.kinds.rocm_images import ImageChoice, rocm_images, torch_of_pytorch_tag
 from portscan.kinds.rocm_wheels import RocmWheels, rocm_wheels
 from portscan.match import Match
+from portscan.parse import lines_with_ends
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -181,9 +183,7 @@ def rocm_arch(text: str, match: Match, kind: str, target: Target | None = None) 
     assignment or Dockerfile ``ENV``, or on a line of its own where a line holds one setting
     (YAML, a Makefile assignment, a legacy ``ENV NAME value``)."""
     value = target.arch if target is not None and target.arch else ";".join(DEFAULT_ROCM_ARCHS)
-    line_start = text.rfind("\n", 0, match.start) + 1
-    line_end = text.find("\n", match.end)
-    line_end = len(text) if line_end == -1 else line_end
+    line_start, line_end = _line_start(text, match.start), _line_end(text, match.end)
     prefix, after = text[line_start:match.start], text[match.end:line_end]
     own_line = after.rstrip().endswith("\\") is False
     make = _MAKE_ASSIGN.match(after)
@@ -225,9 +225,7 @@ def rocm_devices(text: str, match: Match, kind: str, target: Target | None = Non
     if value is None:
         return Rewritten(reason="not `--gpus all`: pass the `/dev/dri/renderD<N>` nodes of the GPUs wanted, "
                                 "with `--device=/dev/kfd --group-add video`")
-    line_start = text.rfind("\n", 0, match.start) + 1
-    line_end = text.find("\n", match.end)
-    if "/dev/kfd" in text[line_start:len(text) if line_end == -1 else line_end]:
+    if "/dev/kfd" in text[_line_start(text, match.start):_line_end(text, match.end)]:
         return Rewritten(reason="the command passes /dev/kfd already: drop `--gpus` by hand")
     return Rewritten(new=ROCM_DEVICES, end=value.end())
 
@@ -261,7 +259,7 @@ def rocm_compose_devices(text: str, match: Match, kind: str, target: Target | No
         return Rewritten(reason="the reservation selects GPUs (a count or device IDs): pass the "
                                 "`/dev/dri/renderD<N>` node of each with `/dev/kfd`, or set HIP_VISIBLE_DEVICES")
     indent = " " * key.start_mark.column
-    line_start = text.rfind("\n", 0, key.start_mark.index) + 1
+    line_start = _line_start(text, key.start_mark.index)
     end = _line_end(text, _last_index(deploy))
     new = (f"{indent}devices:\n{indent}  - /dev/kfd\n{indent}  - /dev/dri\n"
            f"{indent}group_add:\n{indent}  - video")
@@ -311,7 +309,13 @@ def _last_index(node: yaml.Node) -> int:
     return node.end_mark.index
 
 
+def _line_start(text: str, at: int) -> int:
+    """Where the line holding offset ``at`` starts."""
+    return text.rfind("\n", 0, at) + 1
+
+
 def _line_end(text: str, at: int) -> int:
+    """Where the line holding offset ``at`` ends (its line break, or the end of the text)."""
     end = text.find("\n", at)
     return len(text) if end == -1 else end
 
@@ -339,7 +343,7 @@ def amd_smi(text: str, match: Match, kind: str, target: Target | None = None) ->
     words = text[match.end:stop].split()
     if any(q in text[match.end:stop] for q in "'\"\\$"):
         return Rewritten(reason="the arguments are quoted or computed: rewrite the query by hand")
-    before = text[text.rfind("\n", 0, match.start) + 1:match.start]
+    before = text[_line_start(text, match.start):match.start]
     recent = text[_nth_line_start(text, match.start, 5):match.start]
     check = next(reversed(list(_SMI_CHECK.finditer(recent))), None)  # the last test before it
     if check is not None and not re.search(r"\b(?:fi|else|elif|done)\b|\|\||\}", recent[check.end():]):
@@ -481,10 +485,9 @@ def rocm_conda(text: str, match: Match, kind: str, target: Target | None = None)
     label = _first_label(table, moved["torch"][1])
     if isinstance(label, Rewritten):
         return label
-    lines = text.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
+    lines = lines_with_ends(text)  # as YAML counts lines: \n, \r\n, \r
+    starts = list(itertools.accumulate(map(len, lines), initial=0))
+
     def line_of(node: yaml.Node) -> int:
         return int(node.start_mark.line)
 

@@ -19,7 +19,6 @@ the site declined (:func:`portscan.match.fixsites.nvcc_flag_list`).
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import libcst as cst
@@ -27,7 +26,7 @@ import libcst as cst
 from portscan.fix.rewrite import Declined, FixContext
 from portscan.fix.transforms.base import TransformResult
 from portscan.match import Match
-from portscan.match.fixsites import NVCC_PAIRED, AppendedFlag, flag_test, nvcc_flag_list
+from portscan.match.fixsites import NVCC_PAIRED, AppendedFlag, flag_test, flag_text, flag_values, nvcc_flag_list
 from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
 
 _IS_HIP = "torch.utils.cpp_extension.IS_HIP_EXTENSION"
@@ -50,7 +49,7 @@ def hip_nvcc_flags(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> T
     twins: dict[cst.List, cst.IfExp] = {}
     guarded: dict[cst.SimpleStatementLine, cst.BaseExpression] = {}  # statement -> the test `not <hip>`
     fixed: list[tuple[Match, Tier]] = []
-    owned: dict[int, tuple[int, int]] = {}
+    extents: list[tuple[list[Match], cst.CSTNode, cst.CSTNode]] = []  # (matches, first node, last node) owned
     for place, found in sites.items():
         tiers = [m.rule.fix.tier if m.rule.fix is not None else Tier.UNSAFE for m in found]
         if Tier.UNSAFE in tiers and not unsafe:
@@ -61,21 +60,22 @@ def hip_nvcc_flags(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -> T
             declined += [Declined(m, "`torch` names something else here: branch on torch.version.hip by hand")
                          for m in found]
             continue
+        last: cst.CSTNode = place
         if isinstance(place, cst.List):
             joined = isinstance(ctx.parent(place), cst.BinaryOperation)  # ([...] if hip else [...]) + more
             twins[place] = cst.IfExp(test=test, body=_without(place, _flagged(place, found)), orelse=place,
                                     lpar=[cst.LeftParen()] if joined else [], rpar=[cst.RightParen()] if joined else [])
-            extent = ctx.positions([place])[id(place)]
         else:
-            for statement in (place, values.get(place)):
-                if statement is not None:
-                    guarded[statement] = cst.UnaryOperation(cst.Not(), test)
-            extent = ctx.positions([values.get(place, place)])[id(values.get(place, place))]
-            extent = dataclasses.replace(extent, start=ctx.positions([place])[id(place)].start)
+            last = values.get(place, place)
+            for statement in {place, last}:
+                guarded[statement] = cst.UnaryOperation(cst.Not(), test)
         fixed += list(zip(found, tiers, strict=True))
-        owned.update((id(m), (extent.start.line, extent.end.line)) for m in found)
+        extents.append((found, place, last))
     if not fixed:
         return TransformResult(None, declined=tuple(declined))
+    where = ctx.positions([node for _, first, last in extents for node in (first, last)])  # one pass for all
+    owned = {id(m): (where[id(first)].start.line, where[id(last)].end.line)
+             for found, first, last in extents for m in found}
 
     class Rewrite(cst.CSTTransformer):
         def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):  # type: ignore[override]
@@ -117,9 +117,7 @@ def _flagged(listed: cst.List, found: Sequence[Match]) -> set[int]:
     ids = {id(m.node) for m in found if not isinstance(m.node, cst.Call)}
     for match in found:
         if isinstance(match.node, cst.Call):
-            test = flag_test(match)
-            ids |= {id(e.value) for e in listed.elements if isinstance(e.value, cst.SimpleString)
-                    and isinstance(e.value.evaluated_value, str) and test(e.value.evaluated_value)}
+            ids |= {id(value) for value in flag_values(listed, flag_test(match))}
     return ids
 
 
@@ -132,8 +130,7 @@ def _without(listed: cst.List, flagged: set[int]) -> cst.List:
             skip = False
             continue
         if id(element.value) in flagged:
-            value = element.value
-            skip = isinstance(value, cst.SimpleString) and value.evaluated_value in NVCC_PAIRED
+            skip = flag_text(element.value) in NVCC_PAIRED
             continue
         kept.append(element)
     # laid out as the original: each element keeps its comma and line; the last takes the
