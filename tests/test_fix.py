@@ -162,8 +162,11 @@ def test_fixture_fix_proof(tmp_path: Path, rules, capsys) -> None:
         return sum(1 for f in result.findings if f.rule == code and f.guard is None)
     for code in ("PS209", "PS210", "PS211", "PS216", "PS218", "PS222", "PS223"):
         assert unguarded(before_scan, code) > 0 and unguarded(after, code) == 0, code
-    # the version comparison is guarded; the two places that use the version as a value stay manual
-    assert (unguarded(before_scan, "PS401"), unguarded(after, "PS401")) == (3, 2)
+    # the version comparison is guarded; the two places that use the version as a value
+    # read the HIP version on ROCm (unsafe)
+    assert (unguarded(before_scan, "PS401"), unguarded(after, "PS401")) == (3, 0)
+    assert 'int(x) for x in (".".join(torch.version.hip.split(".")[:2]) if torch.version.hip else ' \
+        'torch.version.cuda).split(".")[:2]' in (repo / "setup.py").read_text()
     for code in ("PS101", "PS102", "PS602"):  # imports guarded, warnings that list their uses
         guarded_imports = [f for f in after.findings if f.rule == code and f.span.line <= 10]
         assert {f.guard for f in guarded_imports} == {"fallback"}
@@ -369,22 +372,34 @@ def test_rules_and_explain_show_fix_tiers(capsys) -> None:
     assert "Fix" in page and "unsafe" in page and "weight_decay=0.0" in page
 
 
-@pytest.mark.parametrize(("line", "fixed"), [
+HIP = '(".".join(torch.version.hip.split(".")[:2]) if torch.version.hip else torch.version.cuda)'
+
+
+@pytest.mark.parametrize(("line", "fixed", "tier"), [
     ('ok = tuple(int(v) for v in torch.version.cuda.split(".")[:2]) >= (12, 4)',
-     'ok = torch.version.cuda is not None and tuple(int(v) for v in torch.version.cuda.split(".")[:2]) >= (12, 4)'),
-    ('ok = f((a if c else torch.version.cuda.split("."))) == b', None),  # only one branch needs it
-    ('ok = any(p == "12" for p in torch.version.cuda.split("."))', None),  # no comparison around it
-    ('major = int(torch.version.cuda.split(".")[0])', None),  # the value itself is used
+     'ok = torch.version.cuda is not None and tuple(int(v) for v in torch.version.cuda.split(".")[:2]) >= (12, 4)',
+     "safe"),
+    # only one branch needs a guard, so none is written: the value itself gets the HIP form
+    ('ok = f((a if c else torch.version.cuda.split("."))) == b',
+     f'ok = f((a if c else {HIP}.split("."))) == b', "unsafe"),
+    ('ok = any(p == "12" for p in torch.version.cuda.split("."))',  # no comparison around it
+     f'ok = any(p == "12" for p in {HIP}.split("."))', "unsafe"),
+    ('major = int(torch.version.cuda.split(".")[0])',  # the value itself is used
+     f'major = int({HIP}.split(".")[0])', "unsafe"),
+    ('V = torch.version.cuda\nmajor = int(V.split(".")[0])', None, None),  # carried by a name
 ])
-def test_cuda_version_guard_only_where_it_keeps_meaning(rules, line: str, fixed: str | None) -> None:
+def test_cuda_version_guard_only_where_it_keeps_meaning(rules, line: str, fixed: str | None, tier: str | None
+                                                        ) -> None:
     source = f"import torch\n{line}\n"
     result = fix_source(source, "a.py", rules.select(["PS401"]), unsafe=True)
     assert result.fixed == (source if fixed is None else f"import torch\n{fixed}\n")
     if fixed is None:
         assert result.not_fixed, "a declined site must say why"
-    # the scan decides the same per site: a value use is no longer shown as `[fix]`
+    else:
+        assert {a.tier.value for a in result.applied} == {tier}
+    # the scan decides the same per site, with the site's tier
     marked = [f.fix for f in scan_source(source, "a.py", rules.select(["PS401"]))]
-    assert marked == ([] if not marked else [None if fixed is None else "safe"] * len(marked))
+    assert marked == [tier] * len(marked)
     assert marked, "the line is reported either way"
 
 

@@ -1,7 +1,8 @@
 """`portscan fix --unsafe-fixes` on Python gates (issue 20, item 5): an NVIDIA SM test gets
 `torch.version.cuda is not None and` in front, so NVIDIA GPUs take the path they took and
-AMD GPUs (whose gfx numbers pass SM tests) the one for GPUs without the feature. Both
-branches are run with a stand-in torch."""
+AMD GPUs (whose gfx numbers pass SM tests) the one for GPUs without the feature; a value
+use of `torch.version.cuda` reads the HIP version on ROCm. Both branches are run with a
+stand-in torch."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import types
 import pytest
 
 from portscan.fix.engine import fix_source
+from portscan.fix.transforms.cuda_version import HIP_VALUE
+from portscan.ruleset.fixspec import NEEDS_UNSAFE
 from portscan.ruleset.loader import RuleSet, load_rules
 from portscan.scan import scan_source
 
@@ -179,3 +182,70 @@ def test_a_gate_in_a_helper_is_guarded_there_and_its_callers_with_it() -> None:
     after = {(f.rule, f.span.line): f.guard for f in scan_source(result.fixed, "dispatch.py", RULES)
              if f.rule in ("PS501", "PS502")}
     assert set(after.values()) == {"vendor-branch"}  # the callers' findings take the helper's guard
+
+
+# -- torch.version.cuda used as a value: the HIP version on ROCm (unsafe) -----------------
+
+VERSION = RuleSet(r for r in RULES.rules if r.code == "PS401")
+VALUE_SOURCE = textwrap.dedent('''\
+    import torch
+    from packaging.version import Version
+
+    MAJOR = int(torch.version.cuda.split(".")[0])
+    T_MAJOR, T_MINOR = [int(x) for x in torch.version.cuda.split(".")]
+    PARSED = Version(torch.version.cuda)
+    NEW_ENOUGH = Version(torch.version.cuda) >= Version("11.8")
+    ''')
+
+
+def run_version(source: str, cuda: str | None, hip: str | None) -> dict:
+    from packaging.version import Version
+
+    torch = types.SimpleNamespace(version=types.SimpleNamespace(cuda=cuda, hip=hip))
+    namespace: dict = {}
+    code = source.replace("import torch\n", "").replace("from packaging.version import Version\n", "")
+    exec(compile(code, "version.py", "exec"), {"torch": torch, "Version": Version}, namespace)
+    return {k: namespace[k] for k in ("MAJOR", "T_MAJOR", "T_MINOR", "PARSED", "NEW_ENOUGH")}
+
+
+@pytest.fixture(scope="module")
+def version_fixed() -> str:
+    result = fix_source(VALUE_SOURCE, "version.py", VERSION, unsafe=True)
+    assert result.error is None and len(result.applied) == 4
+    return result.fixed
+
+
+@pytest.mark.parametrize("cuda", ["11.8", "12.4"])
+def test_nvidia_builds_read_the_cuda_version_as_before(version_fixed: str, cuda: str) -> None:
+    assert run_version(version_fixed, cuda, None) == run_version(VALUE_SOURCE, cuda, None)
+
+
+def test_rocm_builds_read_the_hip_version_in_the_cuda_shape(version_fixed: str) -> None:
+    from packaging.version import Version
+
+    with pytest.raises(AttributeError):
+        run_version(VALUE_SOURCE, None, "6.2.41133-dd7f95766")  # before: None.split
+    after = run_version(version_fixed, None, "6.2.41133-dd7f95766")
+    assert after == {"MAJOR": 6, "T_MAJOR": 6, "T_MINOR": 2, "PARSED": Version("6.2"), "NEW_ENOUGH": False}
+
+
+def test_a_value_use_is_unsafe_and_says_what_to_review_while_a_comparison_stays_safe() -> None:
+    tiers = {f.span.line: f.fix for f in scan_source(VALUE_SOURCE, "version.py", VERSION)}
+    assert tiers == {4: "unsafe", 5: "unsafe", 6: "unsafe", 7: "safe"}
+    safe = fix_source(VALUE_SOURCE, "version.py", VERSION, unsafe=False)
+    assert [a.line for a in safe.applied] == [7]
+    assert sorted((n.line, n.reason) for n in safe.not_fixed) == \
+        [(4, NEEDS_UNSAFE), (5, NEEDS_UNSAFE), (6, NEEDS_UNSAFE)]
+    unsafe = fix_source(VALUE_SOURCE, "version.py", VERSION, unsafe=True)
+    notes = {a.line: a.note for a in unsafe.applied}
+    assert notes[7] is None and all(notes[line] == HIP_VALUE for line in (4, 5, 6))
+
+
+def test_a_carried_version_and_a_cu_tag_are_left_with_the_reason() -> None:
+    carried = "import torch\nV = torch.version.cuda\nMAJOR = int(V.split('.')[0])\n"
+    tagged = "import torch\nTAG = 'cu' + torch.version.cuda.replace('.', '')\n"
+    for source, words in ((carried, "through `V`"), (tagged, "formats a CUDA tag ('cu')")):
+        [finding] = scan_source(source, "version.py", VERSION)
+        assert finding.fix is None
+        result = fix_source(source, "version.py", VERSION, unsafe=True)
+        assert result.fixed == source and words in result.not_fixed[0].reason

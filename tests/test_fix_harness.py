@@ -188,7 +188,7 @@ def test_the_fix_summary_is_read_back() -> None:
     text = ("Fixed 3 findings in 2 files\n  Python: 3 in 2 files (PS210, PS216, PS218 ×2)\n"
             "    model.py: PS210\n    train.py: PS216, PS218 ×2\n"
             "  1 more finding in the fixed files than before: 1 on code the fixes wrote (PS401)\n"
-            "Check in review (the nearest match was written, not an exact one):\n"
+            "Check in review (what a rewrite could not know for sure):\n"
             "  Dockerfile:1 PS831 ngc-container-image: NGC PyTorch 22.12-py3 carries PyTorch 2.0: Python 3.9 for 3.8\n"
             "Not fixed (left to you, with the reason):\n  Python:\n"
             "    config.py:220 PS223 apex-sync-batchnorm: only calls are rewritten; this use is not called\n"

@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.version import Version
 
 from portscan.cli import main
+from portscan.config import Target
 from portscan.fix.text import unreadable, fix_text
 from portscan.match.textfix import IN_PYTHON
 from portscan.ruleset.loader import RuleSet, load_rules
@@ -546,3 +548,53 @@ def test_an_apptainer_definition_gets_the_rocm_image_and_amd_smi() -> None:
     assert result.fixed == ("Bootstrap: docker\nFrom: rocm/pytorch:rocm6.4.1_ubuntu22.04_py3.10_pytorch_release_2.4.1\n"
                             "\n%post\n    amd-smi list\n    pip install timm\n")
     assert sorted(a.rule for a in result.applied) == ["PS601", "PS831"]
+
+
+# -- CuPy's CUDA wheels: the ROCm build --------------------------------------------------
+
+CUPY = RuleSet(r for r in RULES.rules if r.code == "PS806")
+
+
+@pytest.mark.parametrize(("target", "before", "after", "source_build"), [
+    # a ROCm release with a CuPy wheel whose versions meet the requirement: that wheel
+    (Target(rocm=Version("7.0.2")), "cupy-cuda12x>=14.0  # arrays\n", "cupy-rocm-7-0>=14.0  # arrays\n", False),
+    (Target(rocm=Version("5.0")), "cupy-cuda11x==13.0.0 ; sys_platform == 'linux'\n",
+     "cupy-rocm-5-0==13.0.0 ; sys_platform == 'linux'\n", False),
+    # ROCm 7.0's wheels start at CuPy 14: a 13 pin builds from source
+    (Target(rocm=Version("7.0")), "cupy-cuda12x==13.3.0\n", "cupy==13.3.0\n", True),
+    # no cupy-rocm-6-* package exists, and without a target the ROCm release is unknown
+    (Target(rocm=Version("6.4")), "cupy-cuda12x\n", "cupy\n", True),
+    (None, "cupy-cuda117>=10.0\n", "cupy>=10.0\n", True),
+])
+def test_a_cupy_cuda_wheel_becomes_the_rocm_build(target: Target | None, before: str, after: str,
+                                                  source_build: bool) -> None:
+    result = fix_text(before, "requirements.txt", "requirements", CUPY, unsafe=True, target=target)
+    assert result.error is None and result.fixed == after
+    [applied] = result.applied
+    assert applied.tier.value == "unsafe"
+    assert ("CUPY_INSTALL_USE_HIP=1" in (applied.note or "")) is source_build
+    assert fix_text(after, "requirements.txt", "requirements", CUPY, unsafe=True, target=target).fixed == after
+    assert not fix_text(before, "requirements.txt", "requirements", CUPY, unsafe=False, target=target).applied
+
+
+def test_the_source_build_note_names_the_target_gpu() -> None:
+    result = fix_text("cupy-cuda12x\n", "requirements.txt", "requirements", CUPY, unsafe=True,
+                      target=Target(arch="gfx942"))
+    assert "HCC_AMDGPU_TARGET=gfx942" in (result.applied[0].note or "")
+
+
+@pytest.mark.parametrize(("path", "kind", "before", "after"), [
+    ("pyproject.toml", "pyproject", '[project]\nname = "d"\nversion = "1"\ndependencies = ["cupy-cuda12x>=13"]\n',
+     '[project]\nname = "d"\nversion = "1"\ndependencies = ["cupy>=13"]\n'),
+    ("environment.yml", "conda", "dependencies:\n  - pip:\n      - cupy-cuda11x\n",
+     "dependencies:\n  - pip:\n      - cupy\n"),
+])
+def test_a_cupy_wheel_is_rewritten_in_every_manifest(path: str, kind: str, before: str, after: str) -> None:
+    result = fix_text(before, path, kind, CUPY, unsafe=True)
+    assert result.error is None and result.fixed == after and len(result.applied) == 1
+
+
+def test_the_cupy_table_names_a_source_for_every_package() -> None:
+    table = (Path(__file__).resolve().parent.parent / "src/portscan/kinds/rocm-cupy.toml").read_text()
+    for package in tomllib.loads(table)["wheels"].values():
+        assert f"https://pypi.org/project/{package['package']}/" in table

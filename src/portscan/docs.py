@@ -107,8 +107,12 @@ def fix_section(rule: Rule) -> list[str]:
                   "`--target-arch`): without one the fix leaves the code as it is and says why, "
                   "and the scan does not mark the finding `[fix]`.", ""]
     fence = _fence(shown.path) if shown.path else "python"
-    lines += ["Before:", "", f"```{fence}", shown.before.strip("\n"), "```", "",
-              "After:", "", f"```{fence}", (shown.after or "").strip("\n"), "```"]
+    for example in [shown, *(e for e in fix.examples if e.after is not None and e.unsafe and fix.tier is Tier.SAFE
+                             and e is not shown)]:
+        if example is not shown:  # a site the transform fixes at the unsafe tier only
+            lines += ["", f"With `--unsafe-fixes` ({example.name or 'an unsafe site'}):", ""]
+        lines += ["Before:", "", f"```{fence}", example.before.strip("\n"), "```", "",
+                  "After:", "", f"```{fence}", (example.after or "").strip("\n"), "```"]
     declined = [e.name or "a shape the fix does not handle" for e in fix.examples if e.after is None]
     if declined:
         lines += ["", "Left to you (no change): " + "; ".join(declined) + "."]

@@ -78,7 +78,7 @@ def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Sever
         confidence=rule.confidence, path=path, span=span,
         message=rule.render_message(match.variables), rewrite=rule.rewrite,
         references=rule.references, guard=match.guard,
-        fix=rule.fix.tier.value if rule.fix is not None and match.guard is None and match.fixable
+        fix=(match.tier or rule.fix.tier).value if rule.fix is not None and match.guard is None and match.fixable
         and match.declined is None and rule.fix.arch_declined(target) is None else None,
         fingerprint=fingerprint(rule.code, path, text[first:last]),
     )

@@ -145,7 +145,7 @@ def check_fix_example(case: FixCase) -> list[str]:
     rule, example = case.rule, case.example
     assert rule.fix is not None
     single = RuleSet([rule])
-    unsafe = rule.fix.tier is Tier.UNSAFE
+    unsafe = rule.fix.tier is Tier.UNSAFE or example.unsafe
     path = example.path or "example.py"
     kind = file_kind(PurePosixPath(path)) or "python"
 

@@ -125,6 +125,8 @@ class _Pass(CodemodCommand):
         self.matches: list[Match] = []  #: every match in the pass's input
         #: id(match) -> the input lines its rewrite owns beyond its own (see TransformResult.owned)
         self.owned: dict[int, tuple[int, int]] = {}
+        #: id(match) -> what to check in review of its rewrite (see TransformResult.notes)
+        self.notes: dict[int, str] = {}
 
     def transform_module(self, tree: cst.Module) -> cst.Module:
         """The pass over ``tree`` (the module of ``walk``), then LibCST's import visitors
@@ -191,6 +193,7 @@ class _Pass(CodemodCommand):
             if outcome.module is not None:
                 self.applied += list(outcome.fixed)
                 self.owned.update(outcome.owned)
+                self.notes.update(outcome.notes)
                 return outcome.module
             self.context.scratch.clear()
             self.context.scratch.update(copy.deepcopy(clean))
@@ -486,7 +489,8 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         if new == current:
             matches = last.matches
             break
-        done, owned, imported, emptied = last.applied, last.owned, walk.names.from_imports, walk.names.emptied_fallbacks
+        done, owned, notes = last.applied, last.owned, last.notes
+        imported, emptied = walk.names.from_imports, walk.names.emptied_fallbacks
         del last, fixed, walk, module  # the pass's trees go before the next parse (memory)
         try:  # the check, with the scan's fast parse: LibCST only if another pass is due
             module = parse_for_matching(new)
@@ -496,7 +500,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         if compiled and not _compiles(new, path):
             return FileFix(path, text, text, error="a fix produced code that does not compile; "
                                                    "the file is unchanged")
-        applied += origins.advance(new, done, owned)
+        applied += origins.advance(new, done, owned, notes)
         current = new
         candidates, silenced = rules.candidates(current), silencer(current)
         walk = ModuleWalk(module, candidates, first_party)
@@ -576,7 +580,8 @@ class _Origins:
         return before + 2 if before is not None else 1
 
     def advance(self, new: str, applied: Sequence[tuple[Match, Tier]],
-                owned: Mapping[int, tuple[int, int]] | None = None) -> list[Applied]:
+                owned: Mapping[int, tuple[int, int]] | None = None,
+                notes: Mapping[int, str] | None = None) -> list[Applied]:
         """Move on to ``new``, the pass's output: each applied match with the input
         places of the changed blocks that overlap it, or the lines its rewrite owns
         (``owned``: id(match) -> 1-based first and last line); blocks that overlap none,
@@ -601,7 +606,8 @@ class _Origins:
                 first, last = spans[k]
                 lo, hi = max(i1, first), min(i2, last + 1)
                 touches[k] |= self.places(lo, hi) if lo < hi else self.places(i1, i2)
-        done = [Applied(m.rule.code, m.rule.name, tier, self.input_line(m.start), frozenset(t))
+        notes = notes or {}
+        done = [Applied(m.rule.code, m.rule.name, tier, self.input_line(m.start), frozenset(t), notes.get(id(m)))
                 for (m, tier), t in zip(applied, touches, strict=True)]
         lines: list[int | None] = []
         for tag, i1, i2, j1, j2 in diff:

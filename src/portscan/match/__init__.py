@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from collections.abc import Mapping
 
+from portscan.ruleset.fixspec import Tier
 from portscan.ruleset.schema import Rule
 
 
@@ -37,6 +38,9 @@ class Match:
     #: again (the local a device-name table compares: ``chip``); one finding per rule and
     #: subject, the rest listed in ``uses`` (see :func:`portscan.scan.collapse`)
     subject: object = field(default=None, compare=False)
+    #: the fix's tier at this site where it is not the rule's (see
+    #: :func:`portscan.match.fixsites.site_tiers`)
+    tier: Tier | None = None
 
 
 _WHITESPACE = re.compile(r"\s+")

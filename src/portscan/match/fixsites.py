@@ -8,6 +8,7 @@ it back unchanged.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -17,8 +18,8 @@ import libcst as cst
 from portscan.match import Match
 from portscan.match.guards import only_raises
 from portscan.match.textfix import IN_PYTHON
-from portscan.match.syntax import Walker, children
-from portscan.ruleset.fixspec import FixSpec, Replace
+from portscan.match.syntax import Walker, children, string_text
+from portscan.ruleset.fixspec import FixSpec, Replace, Tier
 
 Parent = Callable[[cst.CSTNode], "cst.CSTNode | None"]
 #: the qualified names a dotted chain (its outermost node) can stand for, as the scan resolved them
@@ -68,8 +69,15 @@ class Facts(ImportUses, Protocol):
 #: why ``nvidia-gate`` leaves a helper's call alone (``requires_sm(9, 0)``, reported where it is called)
 IN_A_HELPER = ("the comparison is in a helper this call reaches: put `torch.version.cuda is not None and` "
                "in front of it there, by hand")
-#: why ``cuda-version-none`` leaves a value use (``int(torch.version.cuda[0])``) alone
-NOT_A_COMPARISON = "not a comparison: the version itself is used, so branch on torch.version.hip by hand"
+#: why ``cuda-version-none`` leaves a value use alone that the version reaches through a name
+CARRIED = ("the version reaches this use through `{name}`: a HIP version written where `{name}` is set would "
+           "change every test of it too, so branch on torch.version.hip here by hand")
+#: why ``cuda-version-none`` leaves the value uses of a module alone that formats a CUDA tag
+CUDA_TAG = ("the module formats a CUDA tag ({tag!r}): a HIP version under it names a CUDA wheel or index, "
+            "so build the ROCm tag from torch.version.hip by hand")
+#: a string that puts a version after ``cu`` (``f"+cu{v}"``, ``"cu" + v``, ``"cu%s"``, ``"cu{}"``),
+#: not a ``.cu`` file name
+_CUDA_TAG = re.compile(r"(?i)(?:^|[^a-z.])cu(?:\x00|\{|%|$)")
 
 #: Nodes a comparison is not looked for beyond: from outside them, the value is not
 #: always evaluated when the comparison is (a branch, a lambda, a statement boundary).
@@ -324,7 +332,7 @@ def _transform(match: Match) -> str | None:
     return spec.transform if spec is not None and spec.kind == "transform" else None
 
 
-def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str | None:
+def _declined(match: Match, facts: Facts, blocked: dict[object, str | None]) -> str | None:
     spec = match.rule.fix
     if spec is None or match.guard is not None or not match.fixable:
         return None
@@ -343,7 +351,12 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
         return replace_declined(match, spec, facts.parent, facts.qualify) or \
             (blocked[id(entry)] if entry is not None else None)
     if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, facts.parent) is None:
-        return NOT_A_COMPARISON
+        if match.variables.get("via"):
+            return CARRIED.format(name=match.variables.get("matched", ""))
+        if "cuda-tag" not in blocked:  # once per module
+            blocked["cuda-tag"] = cuda_tag(facts.module)
+        tag = blocked["cuda-tag"]
+        return CUDA_TAG.format(tag=tag) if tag is not None else None
     if _transform(match) == "nvidia-gate" and not isinstance(match.node, cst.Comparison):
         return IN_A_HELPER
     if _transform(match) == "cuda-home-toolkit":
@@ -352,6 +365,33 @@ def _declined(match: Match, facts: Facts, blocked: dict[int, str | None]) -> str
         site = nvcc_flag_list(match.node, facts.parent, facts.module, flag_test(match))
         return site if isinstance(site, str) else None
     return None
+
+
+def cuda_tag(module: cst.Module) -> str | None:
+    """The first string of ``module`` that formats a version after ``cu`` (a wheel tag,
+    an index name), as written; f-string placeholders read as ``{}``."""
+    stack: list[cst.CSTNode] = [module]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.SimpleString, cst.FormattedString)):
+            text = string_text(node)
+            if text is not None and _CUDA_TAG.search(text):
+                return text.replace("\0", "{}")
+            continue
+        stack.extend(reversed(list(children(node))))
+    return None
+
+
+def site_tiers(matches: Sequence[Match], facts: Callable[[], Facts]) -> list[Tier | None]:
+    """Per match, the fix's tier at its site where it is not the rule's (None: the rule's):
+    ``cuda-version-none`` guards a comparison (safe) but gives a value use the HIP
+    version (unsafe)."""
+    varies = [_transform(m) == "cuda-version-none" and m.guard is None for m in matches]
+    if not any(varies):
+        return [None] * len(matches)
+    parent = facts().parent
+    return [Tier.UNSAFE if vary and enclosing_comparison(m.node, parent) is None else None
+            for m, vary in zip(matches, varies, strict=True)]
 
 
 def _decides(match: Match) -> bool:
@@ -367,7 +407,7 @@ def decline_reasons(matches: Sequence[Match], facts: Callable[[], Facts]) -> lis
     if not any(_decides(m) for m in matches):
         return [None] * len(matches)
     known = facts()
-    blocked: dict[int, str | None] = {}
+    blocked: dict[object, str | None] = {}
     reasons = [_declined(m, known, blocked) if _decides(m) else None for m in matches]
     kept = _kept_uses(matches, reasons, known)
     return [reason or (_split(m, kept, known) if _decides(m) else None)

@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, get_args
 import libcst as cst
 
 from portscan.match import Match
-from portscan.match.fixsites import decline_reasons, parents
+from portscan.match.fixsites import decline_reasons, parents, site_tiers
 from portscan.match.guards import (
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -2098,9 +2098,11 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             statement = bindings.use_statement(m.node)
             guard = import_guards.get(id(statement), FALLBACK) if statement is not None else FALLBACK
             matches[i] = dataclasses.replace(m, guard=guard)
+    facts = functools.cache(lambda: _Facts(module, collector))
     matches = [dataclasses.replace(m, declined=reason) if reason else m
-               for m, reason in zip(matches, decline_reasons(matches, lambda: _Facts(module, collector)),
-                                    strict=True)]
+               for m, reason in zip(matches, decline_reasons(matches, facts), strict=True)]
+    matches = [dataclasses.replace(m, tier=tier) if tier else m
+               for m, tier in zip(matches, site_tiers(matches, facts), strict=True)]
     for rule, used_at, node, variables in uses:
         if guard_at(*offsets[id(used_at)]) not in (FALLBACK, FALLBACK_EQUIVALENT):
             continue  # an unguarded import is reported itself; its uses add nothing

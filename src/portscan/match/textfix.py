@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 from packaging.utils import canonicalize_name
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from portscan.config import Target
@@ -518,6 +519,48 @@ def rocm_conda(text: str, match: Match, kind: str, target: Target | None = None)
 
 
 #: name (as ``[fix] rewrite`` gives it) -> the rewrite
+CUPY_TABLE = Path(__file__).resolve().parent.parent / "kinds" / "rocm-cupy.toml"
+#: ``cupy-cuda12x``, ``cupy_cuda117``: a CUDA build's package name
+_CUPY_CUDA = re.compile(r"(?i)(?<![\w.-])cupy[-_]cuda[0-9a-z]*(?![\w.-])")
+#: the version specifiers after a requirement's name (and extras)
+_LOCAL = re.compile(r"\+[\w.]*")
+_SPECIFIERS = re.compile(r"\s*(?:\[[^\]]*\])?\s*(?P<spec>(?:(?:===?|~=|!=|>=|<=|>|<)\s*[0-9][\w.*+!]*\s*,?\s*)*)")
+
+
+@functools.cache
+def _cupy_table() -> tuple[str, tuple[tuple[str, str, tuple[Version, ...]], ...]]:
+    """(the source build's environment, (ROCm ``major.minor``, package, CuPy releases) per wheel)."""
+    data = tomllib.loads(CUPY_TABLE.read_text(encoding="utf-8"))
+    return data["source_build"], tuple((rocm, row["package"], tuple(Version(v) for v in row["versions"]))
+                                       for rocm, row in data["wheels"].items())
+
+
+def rocm_cupy(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """``cupy-cuda12x`` -> the CuPy ROCm wheel of the target's ROCm release (``cupy-rocm-7-0``)
+    where one has a release the requirement admits, else CuPy's source package ``cupy``,
+    which builds for HIP with the environment the note names."""
+    span = text[match.start:match.end]
+    name = _CUPY_CUDA.search(span)
+    if name is None:
+        return Rewritten(reason="no `cupy-cudaXX` package name in the requirement: change it by hand")
+    spec = _SPECIFIERS.match(span, name.end())
+    try:
+        wanted = SpecifierSet(_LOCAL.sub("", " ".join(spec["spec"].split()).rstrip(", "))) if spec else SpecifierSet()
+    except InvalidSpecifier:
+        wanted = None
+    environment, wheels = _cupy_table()
+    rocm = target.rocm if target is not None else None
+    for release, package, versions in wheels:
+        if rocm is not None and f"{rocm.major}.{rocm.minor}" == release and wanted is not None \
+                and any(wanted.contains(v) for v in versions):
+            return Rewritten(new=span[:name.start()] + package + span[name.end():])
+    arch = target.arch if target is not None and target.arch else "<gfx name from rocminfo>"
+    why = f"ROCm {rocm.major}.{rocm.minor} has" if rocm is not None else "without `target.rocm` portscan knows"
+    return Rewritten(new=span[:name.start()] + "cupy" + span[name.end():],
+                     note=f"{why} no CuPy ROCm wheel for this requirement, so pip builds CuPy's source package: "
+                          f"install it with {environment.format(arch=arch)}")
+
+
 TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] = {
     "rocm-pin": rocm_pin,
     "rocm-index": rocm_index,
@@ -527,6 +570,7 @@ TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] 
     "amd-smi": amd_smi,
     "rocm-image": rocm_image,
     "rocm-conda": rocm_conda,
+    "rocm-cupy": rocm_cupy,
 }
 
 

@@ -97,7 +97,7 @@ def render_fix_summary(run: FixRun, console: Console, *, wrote: bool,
         console.print(Text(added_note(run.added)))
     checks = [(path, a) for path, a in applied if a.note]
     if checks:
-        console.print(Text("Check in review (the nearest match was written, not an exact one):", style="bold"))
+        console.print(Text("Check in review (what a rewrite could not know for sure):", style="bold"))
         for path, check in checks:
             console.print(Text(f"  {path}:{check.line} {check.rule} {check.name}: {check.note}"))
     declined = [(f.path, n) for f in run.files for n in f.not_fixed if n.reason != NEEDS_UNSAFE]

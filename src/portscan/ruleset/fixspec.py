@@ -52,7 +52,7 @@ TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none", "hip-nvcc-flags", 
                              "nvidia-gate", "fp8-fnuz"})
 #: the named text rewrites :mod:`portscan.match.textfix` provides (a test keeps the two equal)
 TEXT_REWRITE_NAMES = frozenset({"rocm-pin", "rocm-index", "rocm-arch", "rocm-devices",
-                                "rocm-compose-devices", "amd-smi", "rocm-image", "rocm-conda"})
+                                "rocm-compose-devices", "amd-smi", "rocm-image", "rocm-conda", "rocm-cupy"})
 
 
 class Tier(str, Enum):
@@ -125,6 +125,9 @@ class FixExample:
     name: str = ""
     #: the file the example is read as (its name picks the file kind); Python when empty
     path: str = ""
+    #: fixed with ``--unsafe-fixes``: a site whose fix is unsafe under a rule whose tier is
+    #: safe (a transform that decides its tier per site); always so for an unsafe rule
+    unsafe: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +261,8 @@ def _read_examples(data: Any, key: str) -> tuple[FixExample, ...]:
         if after is not None and not isinstance(after, str):
             raise PatternError(r.key("after"), "expected a string")
         examples.append(FixExample(before=r.text("before"), after=after,
-                                   name=r.text("name", required=False), path=r.text("path", required=False)))
+                                   name=r.text("name", required=False), path=r.text("path", required=False),
+                                   unsafe=r.flag("unsafe")))
         r.finish()
     if all(e.after is None for e in examples):
         raise PatternError(key, "at least one example must show a change (give `after`)")

@@ -153,7 +153,8 @@ _FIX_NEEDS = {"replace": ("name",), "guard-import": ("import",)}
 _TEXT_NEEDS = {"rocm-pin": ("requirement",), "rocm-index": ("index",), "rocm-arch": ("env",),
                "rocm-devices": ("command",),
                "rocm-compose-devices": ("yaml",), "amd-smi": ("subprocess",),
-               "rocm-image": ("image",), "rocm-conda": ("requirement",)}
+               "rocm-image": ("image",), "rocm-conda": ("requirement",),
+               "rocm-cupy": ("requirement",)}
 
 
 def _read_fix(data: Any, pattern: Pattern) -> FixSpec | None:

@@ -20,6 +20,8 @@ class TransformResult:
     #: id(match) -> the (first, last) 1-based lines of the input its rewrite owns, where that
     #: is more than the match's own lines (a list rewritten whole for the flags in it)
     owned: Mapping[int, tuple[int, int]] = field(default_factory=dict)
+    #: id(match) -> what to check in review of its rewrite (shown under "Check in review")
+    notes: Mapping[int, str] = field(default_factory=dict)
 
 
 Transform = Callable[[FixContext, Sequence[Match], bool], TransformResult]
