@@ -85,7 +85,7 @@ def test_ci_definitions_keep_their_yaml_and_say_why_templated_urls_stay(tmp_path
     yaml.safe_load(workflow)
     assert "--extra-index-url https://download.pytorch.org/whl/rocm" in workflow
     assert "whl/${{ matrix.torch-cuda }}" in workflow  # the matrix value is where to change it
-    assert "test.yml:28 PS802 pytorch-cuda-wheel-index: the index comes from a variable" in out
+    assert "test.yml:28 PS802 pytorch-cuda-wheel-index: the index is built from a variable or matrix value" in out
     assert "wheels.yml:29 PS802 pytorch-cuda-wheel-index: the nightly indexes" in out
     assert "torch==2.3.1+rocm6.0" in (repo / "Jenkinsfile").read_text()
 
@@ -595,6 +595,109 @@ def test_a_cupy_wheel_is_rewritten_in_every_manifest(path: str, kind: str, befor
 
 
 def test_the_cupy_table_names_a_source_for_every_package() -> None:
-    table = (Path(__file__).resolve().parent.parent / "src/portscan/kinds/rocm-cupy.toml").read_text()
-    for package in tomllib.loads(table)["wheels"].values():
+    table = (Path(__file__).resolve().parent.parent / "src/portscan/kinds/rocm-packages.toml").read_text()
+    for package in tomllib.loads(table)["cupy"]["wheels"].values():
         assert f"https://pypi.org/project/{package['package']}/" in table
+
+
+# -- NVML bindings: AMD SMI's Python package, once no code imports them ------------------
+
+MONITORING = RuleSet(r for r in RULES.rules if r.code == "PS809")
+
+
+@pytest.mark.parametrize(("target", "after", "pinned"), [
+    (Target(rocm=Version("6.4.1")), "amdsmi==6.4.*  # logger\n", True),
+    (Target(rocm=Version("7.1")), "amdsmi  # logger\n", False),  # PyPI has no 7.1 series (yet)
+    (None, "amdsmi  # logger\n", False),
+])
+def test_an_nvml_binding_becomes_amdsmi_pinned_to_the_target(target: Target | None, after: str, pinned: bool) -> None:
+    before = "nvidia-ml-py>=12.535  # logger\n"
+    result = fix_text(before, "requirements.txt", "requirements", MONITORING, unsafe=True, target=target)
+    assert result.fixed == after
+    [applied] = result.applied
+    assert (applied.note is None) is pinned and (pinned or "amdsmi==6.4.*" in (applied.note or ""))
+    assert fix_text(after, "requirements.txt", "requirements", MONITORING, unsafe=True, target=target).fixed == after
+    assert not fix_text(before, "requirements.txt", "requirements", MONITORING, unsafe=False).applied
+
+
+@pytest.mark.parametrize(("path", "kind", "text", "why"), [
+    ("requirements.txt", "requirements", "GPUtil==1.4.0\n", "no drop-in"),
+    ("environment.yml", "conda", "dependencies:\n  - pynvml\n", "conda has no amdsmi package"),
+])
+def test_an_nvml_package_without_a_drop_in_is_left_with_the_reason(path: str, kind: str, text: str, why: str) -> None:
+    result = fix_text(text, path, kind, MONITORING, unsafe=True)
+    assert result.fixed == text and why in result.not_fixed[0].reason
+    assert [f.fix for f in scan_source(text, path, MONITORING)] == [None]
+
+
+def test_a_conda_pip_list_item_becomes_amdsmi() -> None:
+    text = "dependencies:\n  - python=3.11\n  - pip:\n      - nvidia-ml-py\n"
+    result = fix_text(text, "environment.yml", "conda", MONITORING, unsafe=True)
+    assert result.fixed == text.replace("nvidia-ml-py", "amdsmi")
+    yaml.safe_load(result.fixed)
+
+
+def test_the_requirement_waits_while_the_project_code_imports_pynvml(tmp_path: Path, capsys) -> None:
+    (tmp_path / "requirements.txt").write_text("torch\nnvidia-ml-py\n")
+    monitor = tmp_path / "train" / "monitor.py"
+    monitor.parent.mkdir()
+    monitor.write_text("import torch\n\ndef busy():\n    import pynvml\n    return pynvml.nvmlInit()\n")
+    args = ["--select", "PS809", "--no-cache"]
+    assert main(["scan", *args, "--format", "json", str(tmp_path)]) == 1
+    assert '"fix": null' in capsys.readouterr().out
+    main(["fix", *args, "--unsafe-fixes", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "the project's code imports pynvml (train/monitor.py:4): port that code first" in out
+    assert (tmp_path / "requirements.txt").read_text() == "torch\nnvidia-ml-py\n"
+
+    # once the code reads the GPU through torch (amdsmi on ROCm), the package is swapped
+    monitor.write_text("import torch\n\ndef busy():\n    return torch.cuda.utilization()\n")
+    assert main(["scan", *args, "--format", "json", str(tmp_path)]) == 1
+    assert '"fix": "unsafe"' in capsys.readouterr().out
+    main(["fix", *args, "--unsafe-fixes", str(tmp_path)])
+    assert (tmp_path / "requirements.txt").read_text() == "torch\namdsmi\n"
+
+
+def test_project_imports_reads_every_import_shape(tmp_path: Path) -> None:
+    from portscan.discover import project_imports
+
+    (tmp_path / "a.py").write_text("import os, pynvml as nv\n")
+    (tmp_path / "b.py").write_text("try:\n    from py3nvml.py3nvml import nvmlInit\nexcept ImportError:\n    pass\n")
+    (tmp_path / "c.py").write_text("import pynvml_utils\nfrom pynvmlx import y\n# import pynvml? no: a comment\n")
+    assert project_imports(tmp_path, {"pynvml", "py3nvml"}) == {"pynvml": "a.py:1", "py3nvml": "b.py:2"}
+    (tmp_path / "a.py").unlink()
+    assert project_imports(tmp_path, {"pynvml"}) == {}
+
+
+@pytest.mark.parametrize(("path", "kind", "before", "after"), [
+    (".gitlab-ci.yml", "ci",
+     "variables:\n  TORCH_INDEX: https://download.pytorch.org/whl/cu121\nt:\n  script:\n"
+     "    - pip install torch --extra-index-url $TORCH_INDEX\n",
+     "variables:\n  TORCH_INDEX: https://download.pytorch.org/whl/rocm7.1\nt:\n  script:\n"
+     "    - pip install torch --extra-index-url $TORCH_INDEX\n"),
+    ("azure-pipelines.yml", "ci",
+     "variables:\n  torchIndex: 'https://download.pytorch.org/whl/cu118'\nsteps:\n"
+     "  - script: pip install torch==2.1.0 --index-url $(torchIndex)\n",
+     "variables:\n  torchIndex: 'https://download.pytorch.org/whl/rocm5.6'\nsteps:\n"
+     "  - script: pip install torch==2.1.0 --index-url $(torchIndex)\n"),
+    (".github/workflows/t.yml", "ci",
+     "on: push\nenv:\n  TORCH_INDEX: https://download.pytorch.org/whl/cu124\njobs:\n  t:\n    runs-on: x\n"
+     "    steps:\n      - run: pip install torch==2.5.1 --index-url ${{ env.TORCH_INDEX }}\n",
+     "on: push\nenv:\n  TORCH_INDEX: https://download.pytorch.org/whl/rocm6.2\njobs:\n  t:\n    runs-on: x\n"
+     "    steps:\n      - run: pip install torch==2.5.1 --index-url ${{ env.TORCH_INDEX }}\n"),
+])
+def test_an_index_given_through_a_variable_is_rewritten_where_it_is_set(path: str, kind: str, before: str,
+                                                                       after: str) -> None:
+    result = fix_text(before, path, kind, PACKAGING, unsafe=True)
+    assert result.error is None and result.fixed == after and len(result.applied) == 1
+    assert not [f for f in scan_source(after, path, PACKAGING) if f.rule == "PS802"]
+    assert fix_text(after, path, kind, PACKAGING, unsafe=True).fixed == after
+
+
+def test_an_index_variable_set_twice_is_left_with_the_reason() -> None:
+    text = ("a:\n  variables:\n    IDX: https://download.pytorch.org/whl/cu121\n  script:\n"
+            "    - pip install torch --index-url $IDX\nb:\n  variables:\n"
+            "    IDX: https://download.pytorch.org/whl/cu118\n  script:\n    - pip install torch --index-url $IDX\n")
+    result = fix_text(text, ".gitlab-ci.yml", "ci", PACKAGING, unsafe=True)
+    assert result.fixed == text
+    assert any("set more than once" in n.reason for n in result.not_fixed)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import ast
 import functools
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import pathspec
 
@@ -277,3 +278,44 @@ class FirstParty:
             self._by_directory[directory] = OwnModules(self._project | script_siblings(directory),
                                                        package_name(directory))
         return self._by_directory[directory]
+
+
+# -- modules the project's code imports ----------------------------------------------------
+# For rewrites that must wait for the code: a requirement swapped for its ROCm
+# counterpart (``nvidia-ml-py`` -> ``amdsmi``) is right only once no code imports the
+# package it removes (the ``[fix] code-first`` key). Read from the text of every Python
+# file below the project root, and only when a finding of such a rule is there to decide:
+# an ``import m`` or ``from m... import`` line anywhere, inside ``try`` or a function too
+# (a guarded import still means the code wants the package).
+
+
+def _import_statement(modules: Collection[str]) -> re.Pattern[str]:
+    names = "|".join(re.escape(m) for m in sorted(modules))
+    return re.compile(rf"^[ \t]*(?:import[ \t]+(?:[\w.]+(?:[ \t]+as[ \t]+\w+)?[ \t]*,[ \t]*)*(?P<a>{names})\b"
+                      rf"|from[ \t]+(?P<b>{names})\b[\w.]*[ \t]+import\b)", re.MULTILINE)
+
+
+def project_imports(root: Path, modules: Collection[str], excludes: Excludes | None = None) -> Mapping[str, str]:
+    """Each of ``modules`` the Python files below ``root`` import, with the first place
+    (``path:line``, relative to ``root``) that does."""
+    if not modules:
+        return {}
+    pattern = _import_statement(modules)
+    needles = [m.encode() for m in modules]
+    found: dict[str, str] = {}
+    for source in discover([root], excludes).files:
+        if source.kind != "python":
+            continue
+        try:
+            data = read_bytes(source.path)
+            if not any(n in data for n in needles):  # most files: no decode, no regex
+                continue
+            text = decode_python(data)
+        except SourceError:
+            continue
+        for hit in pattern.finditer(text):
+            module = hit["a"] or hit["b"]
+            found.setdefault(module, f"{source.rel}:{text.count(chr(10), 0, hit.start()) + 1}")
+        if len(found) == len(modules):
+            break
+    return found

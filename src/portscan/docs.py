@@ -106,6 +106,10 @@ def fix_section(rule: Rule) -> list[str]:
         lines += [f"Only for a {', '.join(fix.arch)} target (`[target] arch` in the config or "
                   "`--target-arch`): without one the fix leaves the code as it is and says why, "
                   "and the scan does not mark the finding `[fix]`.", ""]
+    if fix.code_first:
+        lines += [f"Waits for the code: while a Python file of the project imports "
+                  f"{' or '.join(f'`{m}`' for m in fix.code_first)}, the fix leaves the finding, says where, "
+                  "and the scan does not mark it `[fix]`.", ""]
     fence = _fence(shown.path) if shown.path else "python"
     for example in [shown, *(e for e in fix.examples if e.after is not None and e.unsafe and fix.tier is Tier.SAFE
                              and e is not shown)]:

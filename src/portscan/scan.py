@@ -35,6 +35,7 @@ from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.match.levels import guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
+from portscan.discover import project_imports
 from portscan.match.manifests import requirements_includes
 from portscan.match.textfix import mark_text_fixes
 from portscan.bounded import PatternTimeout
@@ -340,6 +341,11 @@ class _Inputs:
     def target(self) -> Target | None:
         return self.config.target if self.config else None
 
+    @property
+    def excludes(self) -> Excludes | None:
+        config = self.config
+        return Excludes(config.base, config.exclude, config.extend_exclude) if config else None
+
     def source(self, path: Path, kind: str) -> SourcePath:
         return SourcePath(path, relative(path, self.root), kind)
 
@@ -571,12 +577,19 @@ def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:
     return out
 
 
-def _fix_marks(findings: list[Finding], rules: RuleSet, root: Path) -> list[Finding]:
-    """Findings whose fix needs a newer torch than the project at ``root`` allows are
-    not marked fixable (a project-level fact, like :func:`escalated`)."""
-    fixable = [f for f in findings if f.fix is not None]
-    if not fixable or not wants_torch([r for code in {f.rule for f in fixable}
-                                       if (r := rules.by_code.get(code)) is not None]):
+def _fix_marks(findings: list[Finding], rules: RuleSet, root: Path, excludes: Excludes | None = None
+               ) -> list[Finding]:
+    """Findings whose fix needs a newer torch than the project at ``root`` allows, or
+    waits for a change to code that imports a module (``[fix] code-first``), are not
+    marked fixable (project-level facts, like :func:`escalated`)."""
+    marked = [r for code in {f.rule for f in findings if f.fix is not None}
+              if (r := rules.by_code.get(code)) is not None]
+    fixes = {r.code: r.fix for r in marked if r.fix is not None and r.fix.code_first}
+    if fixes:
+        imported = project_imports(root, {m for fix in fixes.values() for m in fix.code_first}, excludes)
+        held = {code for code, fix in fixes.items() if fix.code_first_declined(imported)}
+        findings = [dataclasses.replace(f, fix=None) if f.rule in held else f for f in findings]
+    if not wants_torch(marked):
         return findings
     return unmark_declined(findings, rules.rules, project_floor(root))
 
@@ -612,7 +625,7 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
         root=str(discovery.root),
         files_scanned=len(results),
         findings=tuple(sorted(_fix_marks(escalated([f for r in results for f in r.findings], inputs.rules),
-                                         inputs.rules, discovery.root),
+                                         inputs.rules, discovery.root, inputs.excludes),
                               key=Finding.sort_key)),
         errors=tuple(sorted(errors, key=lambda e: e.path)),
         extensions=tuple(sorted(extensions, key=lambda e: (e.path, e.line))),

@@ -11,11 +11,12 @@ byte.
 from __future__ import annotations
 
 import codecs
+import functools
 import os
 import stat
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,7 @@ from portscan.discover import Excludes, FirstParty, SourcePath, discover
 from portscan.fix.engine import FileFix, fix_source
 from portscan.fix.text import fix_text, has_text_fixes
 from portscan.match.floor import Floor, project_floor
+from portscan.discover import project_imports
 from portscan.model import FileError, Finding, ScanResult
 from portscan.parse import SourceError, decode_python, decode_text, python_encoding, read_bytes
 from portscan.pool import map_in_processes
@@ -138,7 +140,7 @@ class _TextOutcome:
 
 
 def _fix_text_file(source: SourcePath, rules: RuleSet, unsafe: bool, write: bool, config: Config | None,
-                   target: Target | None) -> _TextOutcome:
+                   target: Target | None, imported: Callable[[], Mapping[str, str]] = dict) -> _TextOutcome:
     """One manifest, container definition or script fixed (see :mod:`portscan.fix.text`).
     Only UTF-8 text is rewritten, and written back with its BOM, if it had one."""
     try:
@@ -151,7 +153,7 @@ def _fix_text_file(source: SourcePath, rules: RuleSet, unsafe: bool, write: bool
         return _TextOutcome(None)
     ignore = ignored_codes(config, source.path) if config else ()
     file_rules = RuleSet(r for r in rules.rules if not r.code.startswith(ignore)) if ignore else rules
-    result = fix_text(text, source.rel, source.kind, file_rules, unsafe, target)
+    result = fix_text(text, source.rel, source.kind, file_rules, unsafe, target, imported)
     errors = [FileError(source.rel, "fix", result.error)] if result.error is not None else []
     if result.changed and write:
         try:
@@ -180,12 +182,14 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     known: dict[Path, tuple[Finding, ...]] = {}  #: findings of the result, from the engine's last pass
     added: list[Added] = []
     target = config.target if config else None
+    waiting = {m for r in rules.rules if r.fix is not None for m in r.fix.code_first}
+    imported = functools.cache(lambda: project_imports(discovery.root, waiting, excludes))
     scanned = open_cache(cache, rules, config)
     fixable = {rule.code for rule in rules.rules if rule.fix is not None}
     for source in discovery.files:
         if source.kind != "python":
             if has_text_fixes(rules, source.kind):
-                outcome = _fix_text_file(source, rules, unsafe, write, config, target)
+                outcome = _fix_text_file(source, rules, unsafe, write, config, target, imported)
                 errors += outcome.errors
                 if outcome.fix is not None:
                     if outcome.fix.changed:

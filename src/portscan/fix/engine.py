@@ -162,14 +162,8 @@ class _Pass(CodemodCommand):
         for match in matches:
             spec = match.rule.fix
             assert spec is not None
-            if spec.tier is Tier.UNSAFE and not self.unsafe and spec.kind != "transform":
-                self.not_fixed.append((match, NEEDS_UNSAFE))
-            elif match.declined is not None:  # decided at scan time, for this site
-                self.not_fixed.append((match, match.declined))
-            elif (older := floor_declined(spec, match.variables.get("name", ""), self.floor)) is not None:
-                self.not_fixed.append((match, older))
-            elif (other_gpu := spec.arch_declined(self.target)) is not None:
-                self.not_fixed.append((match, other_gpu))
+            if (reason := held(match, self.unsafe, self.target, self.floor)) is not None:
+                self.not_fixed.append((match, reason))
             elif spec.kind == "transform":
                 transforms.setdefault(spec.transform, []).append(match)
             else:
@@ -338,6 +332,30 @@ def silencer(text: str, kind: str = "python") -> Callable[[Match], bool]:
         return any(covers(s, match.rule.code, first, last) for s in found)
 
     return silenced
+
+
+def held(match: Match, unsafe: bool, target: Target | None = None, floor: Floor | None = None,
+         imported: Callable[[], Mapping[str, str]] = dict) -> str | None:
+    """Why a fixable match is left before its rewrite is tried (None: try it), for Python
+    and text fixes alike. What no flag changes comes first (declined at this site, a
+    torch the project allows, another GPU, code that must change first), so that
+    "unsafe fix" is the reason only where ``--unsafe-fixes`` would fix the match.
+    A transform decides its own tier per site (see :func:`portscan.match.fixsites.site_tiers`)."""
+    spec = match.rule.fix
+    assert spec is not None
+    if match.declined is not None:  # decided at scan time, for this site
+        return match.declined
+    older = floor_declined(spec, match.variables.get("name", ""), floor)
+    if older is not None:
+        return older
+    other_gpu = spec.arch_declined(target)
+    if other_gpu is not None:
+        return other_gpu
+    if spec.code_first and (waits := spec.code_first_declined(imported())) is not None:
+        return waits
+    if spec.tier is Tier.UNSAFE and not unsafe and spec.kind != "transform":
+        return NEEDS_UNSAFE
+    return None
 
 
 def fixable(matches: Sequence[Match], silenced: Callable[[Match], bool]) -> list[Match]:

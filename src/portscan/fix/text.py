@@ -15,18 +15,18 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import yaml
 
 from portscan.config import Target
-from portscan.fix.engine import Applied, FileFix, NotFixed, fixable, guarded, silencer
+from portscan.fix.engine import Applied, FileFix, NotFixed, fixable, guarded, held, silencer
 from portscan.match import Match
 from portscan.match.textfix import rewrite
 from portscan.model import Finding
 from portscan.parse import LineIndex, SourceError
-from portscan.ruleset.fixspec import NEEDS_UNSAFE, Tier
+from portscan.ruleset.fixspec import Tier
 from portscan.ruleset.loader import RuleSet
 from portscan.scan import findings_from, match_text
 
@@ -42,8 +42,10 @@ def has_text_fixes(rules: RuleSet, kind: str) -> bool:
 
 
 def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = False,
-             target: Target | None = None) -> FileFix:
-    """Fix one file of a non-Python kind. Never raises for bad input: see ``FileFix.error``."""
+             target: Target | None = None, imported: Callable[[], Mapping[str, str]] = dict) -> FileFix:
+    """Fix one file of a non-Python kind. Never raises for bad input: see ``FileFix.error``.
+    ``imported``: the modules the project's Python imports (module -> ``path:line``), asked
+    only where a fix waits for code that imports one (``[fix] code-first``)."""
     try:
         matches = match_text(text, kind, rules)
     except SourceError as exc:
@@ -58,14 +60,8 @@ def fix_text(text: str, path: str, kind: str, rules: RuleSet, unsafe: bool = Fal
     not_fixed = [NotFixed(m.rule.code, m.rule.name, line(m), reason) for m, reason in guarded(matches, silenced)]
     edits: list[_Edit] = []
     for match in fixable([m for m in matches if m.rule.fix is not None and m.rule.fix.kind == "text"], silenced):
-        spec = match.rule.fix
-        assert spec is not None
-        if match.declined is not None:
-            not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), match.declined))
-        elif spec.tier is Tier.UNSAFE and not unsafe:
-            not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), NEEDS_UNSAFE))
-        elif (other_gpu := spec.arch_declined(target)) is not None:
-            not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), other_gpu))
+        if (reason := held(match, unsafe, target, imported=imported)) is not None:
+            not_fixed.append(NotFixed(match.rule.code, match.rule.name, line(match), reason))
         else:
             done = rewrite(text, match, kind, target)
             assert done.new is not None  # a match the rewrite declines carries the reason

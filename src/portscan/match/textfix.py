@@ -20,6 +20,7 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import yaml
@@ -143,7 +144,12 @@ def rocm_index(text: str, match: Match, kind: str, target: Target | None = None)
     span = text[match.start:match.end]
     url = _INDEX.match(span)
     if url is None and "$" in span:
-        return Rewritten(reason="the index comes from a variable or matrix value: change it where that is set")
+        defined = _defined_once(text, span)
+        if isinstance(defined, str):
+            return Rewritten(reason=defined)
+        start, end = defined
+        moved = rocm_index(text, dataclasses.replace(match, start=start, end=end), kind, target)
+        return dataclasses.replace(moved, start=start, end=end) if moved.new is not None else moved
     if url is None:
         return Rewritten(reason="not a PyTorch CUDA index URL of the form https://download.pytorch.org/whl/cuXXX")
     if url["channel"]:
@@ -162,6 +168,30 @@ def rocm_index(text: str, match: Match, kind: str, target: Target | None = None)
     if isinstance(chosen, Rewritten):
         return chosen
     return Rewritten(new=url["base"] + chosen[1] + url["rest"])
+
+
+#: a value that is one variable and nothing else: ``$X``, ``${X}``, ``$(X)`` (Azure),
+#: ``${{ env.X }}``/``${{ vars.X }}`` (GitHub)
+_WHOLE_VARIABLE = re.compile(r"^(?:\$\{\{\s*(?:env|vars)\.(?P<gh>\w+)\s*\}\}|\$\{(?P<braced>\w+)\}|\$\((?P<azure>\w+)\)"
+                             r"|\$(?P<bare>\w+))$")
+
+
+def _defined_once(text: str, span: str) -> tuple[int, int] | str:
+    """Where the index URL a variable use (``$TORCH_INDEX``) takes its value is written in
+    the same file (``TORCH_INDEX: https://...`` in a ``variables:``/``env:`` mapping,
+    ``ARG``/``ENV``/``export`` ``TORCH_INDEX=https://...``): its offsets, or why it is not
+    rewritten there (a matrix value, a URL built around a variable, a name set twice or
+    elsewhere)."""
+    whole = _WHOLE_VARIABLE.match(span.strip("'\""))
+    if whole is None:
+        return "the index is built from a variable or matrix value: change it where that is set"
+    name = next(v for v in whole.groupdict().values() if v)
+    found = list(re.finditer(rf"(?m)^[ \t]*(?:-[ \t]*)?(?:(?:export|ARG|ENV)[ \t]+)?{re.escape(name)}[ \t]*[:=][ \t]*"
+                             r"""["']?(?P<url>https?://[^\s"'#]+)""", text))
+    if len(found) != 1:
+        return (f"the index comes from `{name}`, set {'more than once' if found else 'outside this file'}: "
+                "change it where that is set")
+    return found[0].span("url")
 
 
 #: the gfx targets ``rocm-arch`` writes when no ``target.arch`` is configured: MI200
@@ -519,20 +549,24 @@ def rocm_conda(text: str, match: Match, kind: str, target: Target | None = None)
 
 
 #: name (as ``[fix] rewrite`` gives it) -> the rewrite
-CUPY_TABLE = Path(__file__).resolve().parent.parent / "kinds" / "rocm-cupy.toml"
+PACKAGES_TABLE = Path(__file__).resolve().parent.parent / "kinds" / "rocm-packages.toml"
 #: ``cupy-cuda12x``, ``cupy_cuda117``: a CUDA build's package name
 _CUPY_CUDA = re.compile(r"(?i)(?<![\w.-])cupy[-_]cuda[0-9a-z]*(?![\w.-])")
-#: the version specifiers after a requirement's name (and extras)
+#: the extras and version specifiers after a requirement's name
 _LOCAL = re.compile(r"\+[\w.]*")
 _SPECIFIERS = re.compile(r"\s*(?:\[[^\]]*\])?\s*(?P<spec>(?:(?:===?|~=|!=|>=|<=|>|<)\s*[0-9][\w.*+!]*\s*,?\s*)*)")
 
 
 @functools.cache
-def _cupy_table() -> tuple[str, tuple[tuple[str, str, tuple[Version, ...]], ...]]:
-    """(the source build's environment, (ROCm ``major.minor``, package, CuPy releases) per wheel)."""
-    data = tomllib.loads(CUPY_TABLE.read_text(encoding="utf-8"))
-    return data["source_build"], tuple((rocm, row["package"], tuple(Version(v) for v in row["versions"]))
-                                       for rocm, row in data["wheels"].items())
+def _packages() -> dict[str, Any]:
+    """``kinds/rocm-packages.toml``: the ROCm counterparts of CUDA-only packages."""
+    return tomllib.loads(PACKAGES_TABLE.read_text(encoding="utf-8"))
+
+
+def _cupy_wheels() -> tuple[tuple[str, str, tuple[Version, ...]], ...]:
+    """(ROCm ``major.minor``, package, CuPy releases) per CuPy ROCm wheel."""
+    return tuple((rocm, row["package"], tuple(Version(v) for v in row["versions"]))
+                 for rocm, row in _packages()["cupy"]["wheels"].items())
 
 
 def rocm_cupy(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
@@ -548,9 +582,9 @@ def rocm_cupy(text: str, match: Match, kind: str, target: Target | None = None) 
         wanted = SpecifierSet(_LOCAL.sub("", " ".join(spec["spec"].split()).rstrip(", "))) if spec else SpecifierSet()
     except InvalidSpecifier:
         wanted = None
-    environment, wheels = _cupy_table()
+    environment = _packages()["cupy"]["source_build"]
     rocm = target.rocm if target is not None else None
-    for release, package, versions in wheels:
+    for release, package, versions in _cupy_wheels():
         if rocm is not None and f"{rocm.major}.{rocm.minor}" == release and wanted is not None \
                 and any(wanted.contains(v) for v in versions):
             return Rewritten(new=span[:name.start()] + package + span[name.end():])
@@ -559,6 +593,47 @@ def rocm_cupy(text: str, match: Match, kind: str, target: Target | None = None) 
     return Rewritten(new=span[:name.start()] + "cupy" + span[name.end():],
                      note=f"{why} no CuPy ROCm wheel for this requirement, so pip builds CuPy's source package: "
                           f"install it with {environment.format(arch=arch)}")
+
+
+#: the NVML bindings ``rocm-amdsmi`` swaps for AMD SMI's Python package
+_NVML_PACKAGE = re.compile(r"(?i)(?<![\w.-])(?:pynvml|nvidia[-_.]ml[-_.]py3?|py3nvml)(?![\w.-])")
+
+
+def rocm_amdsmi(text: str, match: Match, kind: str, target: Target | None = None) -> Rewritten:
+    """``nvidia-ml-py>=12`` -> ``amdsmi`` (``amdsmi==6.4.*`` for a ``target.rocm`` of 6.4
+    that PyPI has): AMD SMI's Python package, which ``torch.cuda.utilization()`` and its
+    siblings read on ROCm where they read NVML on NVIDIA. Version specifiers go (they
+    name NVML releases); markers and comments stay."""
+    span = text[match.start:match.end]
+    name = _NVML_PACKAGE.search(span)
+    if kind == "conda" and not _in_pip_list(text, match.start):
+        return Rewritten(reason="a conda dependency: conda has no amdsmi package; list `amdsmi` under `pip:`")
+    if name is None:
+        return Rewritten(reason=f"{match.variables.get('package', 'this package')} has no drop-in on ROCm (its "
+                                "own API over NVML or nvidia-smi): port its uses to amdsmi by hand")
+    spec = _SPECIFIERS.match(span, name.end())
+    end = name.end() + len(spec.group(0).rstrip()) if spec is not None else name.end()
+    series = _packages()["amdsmi"]["series"]
+    rocm = target.rocm if target is not None else None
+    pin = f"=={rocm.major}.{rocm.minor}.*" if rocm is not None and f"{rocm.major}.{rocm.minor}" in series else ""
+    new = span[:name.start()] + "amdsmi" + pin + span[end:]
+    if pin:
+        return Rewritten(new=new)
+    return Rewritten(new=new, note=f"pin amdsmi to the ROCm release installed (PyPI has {series[-1]} to {series[0]}: "
+                                   "`amdsmi==6.4.*` for ROCm 6.4): the package loads that ROCm's libamd_smi")
+
+
+def _in_pip_list(text: str, at: int) -> bool:
+    """Is the conda environment line at ``at`` an item of a ``- pip:`` list? (The first
+    line above it that is indented less must be that key.)"""
+    start = _line_start(text, at)
+    indent = len(text[start:at]) - len(text[start:at].lstrip())
+    for line in reversed(text[:start].splitlines()):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if len(line) - len(line.lstrip()) < indent:
+            return re.match(r"\s*-\s*pip\s*:\s*(#.*)?$", line) is not None
+    return False
 
 
 TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] = {
@@ -571,6 +646,7 @@ TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] 
     "rocm-image": rocm_image,
     "rocm-conda": rocm_conda,
     "rocm-cupy": rocm_cupy,
+    "rocm-amdsmi": rocm_amdsmi,
 }
 
 

@@ -52,7 +52,8 @@ TRANSFORM_NAMES = frozenset({"apex-amp", "cuda-version-none", "hip-nvcc-flags", 
                              "nvidia-gate", "fp8-fnuz"})
 #: the named text rewrites :mod:`portscan.match.textfix` provides (a test keeps the two equal)
 TEXT_REWRITE_NAMES = frozenset({"rocm-pin", "rocm-index", "rocm-arch", "rocm-devices",
-                                "rocm-compose-devices", "amd-smi", "rocm-image", "rocm-conda", "rocm-cupy"})
+                                "rocm-compose-devices", "amd-smi", "rocm-image", "rocm-conda", "rocm-cupy",
+                                "rocm-amdsmi"})
 
 
 class Tier(str, Enum):
@@ -144,6 +145,18 @@ class FixSpec:
     #: the target GPUs (gfx names) what the fix writes is right for; it applies only when
     #: ``target.arch`` is one of them (the OCP-to-fnuz FP8 dtypes: gfx942). Empty: any.
     arch: tuple[str, ...] = ()
+    #: Python modules the project's code may import: while any of its Python files imports
+    #: one, the fix waits for that code change (``nvidia-ml-py`` -> ``amdsmi`` while code
+    #: imports ``pynvml``; see :func:`portscan.discover.project_imports`). Empty: no such wait.
+    code_first: tuple[str, ...] = ()
+
+    def code_first_declined(self, imported: Mapping[str, str]) -> str | None:
+        """Why the fix waits, given the modules the project imports and where (None: it does not)."""
+        waiting = [m for m in self.code_first if m in imported]
+        if not waiting:
+            return None
+        return (f"the project's code imports {waiting[0]} ({imported[waiting[0]]}): port that code first, "
+                "then this rewrite applies")
 
     def arch_declined(self, target: Target | None) -> str | None:
         """Why the fix does not apply for ``target`` (None: it does)."""
@@ -295,10 +308,11 @@ def read_fix(data: Any, rule_names: tuple[str, ...]) -> FixSpec:
         transform = r.choice("rewrite", tuple(sorted(TEXT_REWRITE_NAMES)))
     torch = _torch_version(r)
     arch = r.texts("arch", required=False, check=GFX_NAME, what="gfx architecture name")
+    code_first = r.texts("code-first", required=False, check=DOTTED, what="module name")
     examples = _read_examples(r.raw("example", True), "fix.example")
     if kind == "text" and not all(e.path and not e.path.endswith(".py") for e in examples):
         raise PatternError("fix.example", "a text fix rewrites files that are not Python: give each "
                                           "example the `path` of one (requirements.txt, Dockerfile, ...)")
     r.finish()
     return FixSpec(tier=tier, why=" ".join(why.split()), kind=kind, replace=replace,
-                   transform=transform, examples=examples, torch=torch, arch=arch)
+                   transform=transform, examples=examples, torch=torch, arch=arch, code_first=code_first)

@@ -154,7 +154,7 @@ _TEXT_NEEDS = {"rocm-pin": ("requirement",), "rocm-index": ("index",), "rocm-arc
                "rocm-devices": ("command",),
                "rocm-compose-devices": ("yaml",), "amd-smi": ("subprocess",),
                "rocm-image": ("image",), "rocm-conda": ("requirement",),
-               "rocm-cupy": ("requirement",)}
+               "rocm-cupy": ("requirement",), "rocm-amdsmi": ("requirement",)}
 
 
 def _read_fix(data: Any, pattern: Pattern) -> FixSpec | None:
