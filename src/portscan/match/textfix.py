@@ -20,12 +20,12 @@ import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import yaml
-from packaging.utils import canonicalize_name
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from portscan.config import Target
@@ -548,12 +548,12 @@ def rocm_conda(text: str, match: Match, kind: str, target: Target | None = None)
     return Rewritten(new=new, start=starts[first], end=end)
 
 
-#: name (as ``[fix] rewrite`` gives it) -> the rewrite
 PACKAGES_TABLE = Path(__file__).resolve().parent.parent / "kinds" / "rocm-packages.toml"
 #: ``cupy-cuda12x``, ``cupy_cuda117``: a CUDA build's package name
 _CUPY_CUDA = re.compile(r"(?i)(?<![\w.-])cupy[-_]cuda[0-9a-z]*(?![\w.-])")
-#: the extras and version specifiers after a requirement's name
+#: a local version label (``+cu117``), which a specifier set cannot hold
 _LOCAL = re.compile(r"\+[\w.]*")
+#: the extras and version specifiers after a requirement's name
 _SPECIFIERS = re.compile(r"\s*(?:\[[^\]]*\])?\s*(?P<spec>(?:(?:===?|~=|!=|>=|<=|>|<)\s*[0-9][\w.*+!]*\s*,?\s*)*)")
 
 
@@ -636,6 +636,7 @@ def _in_pip_list(text: str, at: int) -> bool:
     return False
 
 
+#: name (as ``[fix] rewrite`` gives it) -> the rewrite
 TEXT_REWRITES: dict[str, Callable[[str, Match, str, Target | None], Rewritten]] = {
     "rocm-pin": rocm_pin,
     "rocm-index": rocm_index,
