@@ -85,7 +85,12 @@ def test_the_bad_input_corpus_as_a_user_meets_it(tmp_path: Path) -> None:
     assert after.keys() == before.keys()  # no temporary files left
     changed = {name for name in before if after[name] != before[name]}
     guarded = {name for name, (data, kind) in CORPUS.items() if kind is None and data.startswith(b"import pynvml")}
-    assert changed == {"train.py", "bom.py", "latin1_cookie.py"} | guarded  # tabs.py: not module level
+    # CPython 3.12 caps C-level recursion (sys.setrecursionlimit cannot raise it), so LibCST
+    # cannot write big.py's 2,000-deep literal chain back there: the file is left, with the reason
+    too_deep = {name for name in guarded if f"{name}: code nested too deeply to fix; the file is unchanged"
+                in fixed.stdout}
+    assert too_deep <= ({"big.py"} if sys.version_info[:2] == (3, 12) else set()), fixed.stdout
+    assert changed == {"train.py", "bom.py", "latin1_cookie.py"} | (guarded - too_deep)  # tabs.py: not module level
     for name in changed:  # guarded imports; encoding, BOM and line endings kept
         data = after[name]
         ast.parse(data)
