@@ -86,7 +86,8 @@ def test_ci_definitions_keep_their_yaml_and_say_why_templated_urls_stay(tmp_path
     assert "--extra-index-url https://download.pytorch.org/whl/rocm" in workflow
     assert "whl/${{ matrix.torch-cuda }}" in workflow  # the matrix value is where to change it
     assert "test.yml:28 PS802 pytorch-cuda-wheel-index: the index is built from a variable or matrix value" in out
-    assert "wheels.yml:29 PS802 pytorch-cuda-wheel-index: the nightly indexes" in out
+    assert "wheels.yml:29 PS802 pytorch-cuda-wheel-index: nightly indexes follow the ROCm release" in out
+    assert "whl/nightly/rocm" in (repo / ".github/workflows/wheels.yml").read_text()
     assert "torch==2.3.1+rocm6.0" in (repo / "Jenkinsfile").read_text()
 
 
@@ -701,3 +702,13 @@ def test_an_index_variable_set_twice_is_left_with_the_reason() -> None:
     result = fix_text(text, ".gitlab-ci.yml", "ci", PACKAGING, unsafe=True)
     assert result.fixed == text
     assert any("set more than once" in n.reason for n in result.not_fixed)
+
+
+def test_a_nightly_index_takes_the_newest_release_label_for_review_unless_a_dated_nightly_is_pinned() -> None:
+    text = "pip install --pre torch torchvision --index-url https://download.pytorch.org/whl/nightly/cu128\n"
+    result = fix_text(text, "install.sh", "shell", PACKAGING, unsafe=True)
+    assert result.fixed == text.replace("nightly/cu128", "nightly/rocm7.1")
+    assert "torch 2.10.0, the newest release portscan knows" in (result.applied[0].note or "")
+    dated = "--pre\n--index-url https://download.pytorch.org/whl/nightly/cu126\ntorch==2.7.0.dev20250201\n"
+    left = fix_text(dated, "requirements.txt", "requirements", PACKAGING, unsafe=True)
+    assert left.fixed == dated and "dated nightly (==2.7.0.dev20250201)" in reasons(left)[0]

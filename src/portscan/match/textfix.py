@@ -152,9 +152,9 @@ def rocm_index(text: str, match: Match, kind: str, target: Target | None = None)
         return dataclasses.replace(moved, start=start, end=end) if moved.new is not None else moved
     if url is None:
         return Rewritten(reason="not a PyTorch CUDA index URL of the form https://download.pytorch.org/whl/cuXXX")
-    if url["channel"]:
-        return Rewritten(reason=f"the {url['channel'].rstrip('/')} indexes are named after the ROCm release "
-                                "current at the time: pick one by hand")
+    if url["channel"] == "test/":
+        return Rewritten(reason="the test indexes (release candidates) are named after the ROCm release of the "
+                                "coming release: pick one by hand")
     if url["rest"].strip("/"):
         return Rewritten(reason=f"a page of the CUDA index ({url['rest']}): point pip at "
                                 "`--index-url https://download.pytorch.org/whl/rocmX.Y` instead")
@@ -164,10 +164,29 @@ def rocm_index(text: str, match: Match, kind: str, target: Target | None = None)
                                 "follow: pick the ROCm index that has that version by hand")
     table = rocm_wheels("torch")
     assert table is not None
+    if url["channel"]:
+        return _nightly(text, url, table)
     chosen = _torch_release(text, table)
     if isinstance(chosen, Rewritten):
         return chosen
     return Rewritten(new=url["base"] + chosen[1] + url["rest"])
+
+
+def _nightly(text: str, url: re.Match[str], table: RocmWheels) -> Rewritten:
+    """``.../whl/nightly/cu126`` -> ``.../whl/nightly/rocm7.1``: the ROCm label of the newest
+    release in the table, which the nightlies build for at least (torchtitan's ROCm CI moved
+    from ``nightly/rocm7.0`` to ``nightly/rocm7.1`` with 2.10), noted for review since the
+    nightly indexes follow the ROCm release current at the time. A dated nightly pin
+    (``torch==2.7.0.dev20250201``) sits on the index of its own date: left to the user."""
+    dated = [s for s in torch_specifiers(text) if ".dev" in s]
+    if dated:
+        return Rewritten(reason=f"the file pins a dated nightly ({dated[0]}), published on the nightly ROCm "
+                                "index of its date: pick that index by hand")
+    release, label = table.newest()
+    return Rewritten(new=url["base"] + url["channel"] + label + url["rest"],
+                     note=f"nightly indexes follow the ROCm release current at the time: {label} is that of torch "
+                          f"{release}, the newest release portscan knows; check "
+                          f"{url['base']}{url['channel']} for today's")
 
 
 #: a value that is one variable and nothing else: ``$X``, ``${X}``, ``$(X)`` (Azure),
