@@ -43,6 +43,16 @@ def reasons(result) -> list[str]:
     return [f"{n.rule}:{n.line} {n.reason}" for n in result.not_fixed]
 
 
+def assert_shell_rewrite(before: str, after: str, rules: RuleSet, code: str) -> None:
+    """``before`` (a shell script) becomes ``after`` by one rewrite of ``code``, unsafe only;
+    the result still reads as shell and a second run changes nothing."""
+    result = fix_text(before, "run.sh", "shell", rules, unsafe=True)
+    assert result.fixed == after and [a.rule for a in result.applied] == [code]
+    assert unreadable("shell", result.fixed) is None
+    assert fix_text(after, "run.sh", "shell", rules, unsafe=True).fixed == after
+    assert not fix_text(before, "run.sh", "shell", rules, unsafe=False).applied
+
+
 def copy_fixture(name: str, tmp_path: Path) -> Path:
     repo = tmp_path / name
     shutil.copytree(FIXTURES / name, repo)
@@ -257,10 +267,7 @@ def test_a_file_that_names_the_rocm_arch_variable_is_not_reported() -> None:
     ('docker run --gpus "all" img\n', "docker run --device=/dev/kfd --device=/dev/dri --group-add video img\n"),
 ])
 def test_gpus_all_becomes_the_rocm_device_nodes(before: str, after: str) -> None:
-    result = fix_text(before, "run.sh", "shell", GPUS, unsafe=True)
-    assert result.fixed == after and [a.rule for a in result.applied] == ["PS834"]
-    assert unreadable("shell", result.fixed) is None
-    assert fix_text(after, "run.sh", "shell", GPUS, unsafe=True).fixed == after
+    assert_shell_rewrite(before, after, GPUS, "PS834")
 
 
 @pytest.mark.parametrize(("text", "why"), [
@@ -366,11 +373,7 @@ SMI = RuleSet(r for r in RULES.rules if r.code == "PS601")
     ("set -e\nnvidia-smi; python train.py\n", "set -e\namd-smi monitor; python train.py\n"),
 ])
 def test_nvidia_smi_with_a_1to1_amd_smi_form_is_rewritten(before: str, after: str) -> None:
-    result = fix_text(before, "run.sh", "shell", SMI, unsafe=True)
-    assert result.fixed == after and [a.rule for a in result.applied] == ["PS601"]
-    assert unreadable("shell", result.fixed) is None
-    assert fix_text(after, "run.sh", "shell", SMI, unsafe=True).fixed == after
-    assert not fix_text(before, "run.sh", "shell", SMI, unsafe=False).applied
+    assert_shell_rewrite(before, after, SMI, "PS601")
 
 
 @pytest.mark.parametrize(("text", "why"), [

@@ -12,6 +12,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import pathspec
 
+from portscan.config import Config
 from portscan.filekinds import file_kind
 from portscan.model import FileError, OwnModules
 from portscan.parse import SourceError, decode_python, read_bytes
@@ -89,6 +90,11 @@ class Excludes:
     base: Path = field(default_factory=Path.cwd)
     patterns: tuple[str, ...] | None = None  #: None: the built-in SKIP_DIRS
     extra: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, config: Config | None) -> Excludes | None:
+        """The configuration's excludes (None without a configuration: the built-in ones)."""
+        return cls(config.base, config.exclude, config.extend_exclude) if config else None
 
     @functools.cached_property
     def _spec(self) -> pathspec.GitIgnoreSpec | None:

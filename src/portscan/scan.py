@@ -28,6 +28,7 @@ from portscan.discover import (
     SourcePath,
     discover,
     FirstParty,
+    project_imports,
     relative,
 )
 from portscan.match import Match, snippet
@@ -35,7 +36,6 @@ from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.match.levels import guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
-from portscan.discover import project_imports
 from portscan.match.manifests import requirements_includes
 from portscan.match.textfix import mark_text_fixes
 from portscan.bounded import PatternTimeout
@@ -343,8 +343,7 @@ class _Inputs:
 
     @property
     def excludes(self) -> Excludes | None:
-        config = self.config
-        return Excludes(config.base, config.exclude, config.extend_exclude) if config else None
+        return Excludes.of(self.config)
 
     def source(self, path: Path, kind: str) -> SourcePath:
         return SourcePath(path, relative(path, self.root), kind)
@@ -519,7 +518,7 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
     Python files to their findings before suppressions, already worked out from the
     same text (``portscan fix`` passes those of its last pass). ``parser`` says how
     Python is parsed (:data:`portscan.parse.PARSERS`; the findings are the same)."""
-    excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
+    excludes = Excludes.of(config)
     discovery = discover(paths, excludes, force_exclude)
     store = open_cache(cache, rules, config, parser)
     wants_table = any(r.pattern.kind == "cuda-api" for r in rules.rules)

@@ -22,11 +22,10 @@ from pathlib import Path
 
 from portscan.cache import Cache
 from portscan.config import Config, Target, ignored_codes
-from portscan.discover import Excludes, FirstParty, SourcePath, discover
+from portscan.discover import Excludes, FirstParty, SourcePath, discover, project_imports
 from portscan.fix.engine import FileFix, fix_source
 from portscan.fix.text import fix_text, has_text_fixes
 from portscan.match.floor import Floor, project_floor
-from portscan.discover import project_imports
 from portscan.model import FileError, Finding, ScanResult
 from portscan.parse import SourceError, decode_python, decode_text, python_encoding, read_bytes
 from portscan.pool import map_in_processes
@@ -172,7 +171,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     nothing is written.
     The configuration's excludes and per-file-ignores apply as in a scan; the torch the
     root's manifests allow bounds the fixes (see :mod:`portscan.match.floor`)."""
-    excludes = Excludes(config.base, config.exclude, config.extend_exclude) if config else None
+    excludes = Excludes.of(config)
     discovery = discover(paths, excludes, force_exclude)
     first_party = FirstParty(discovery.root)
     floor = project_floor(discovery.root)

@@ -350,7 +350,7 @@ def _declined(match: Match, facts: Facts, blocked: dict[object, str | None]) -> 
             blocked[id(entry)] = source_only_use(facts, entry, match.variables.get("name", ""))
         return replace_declined(match, spec, facts.parent, facts.qualify) or \
             (blocked[id(entry)] if entry is not None else None)
-    if _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, facts.parent) is None:
+    if _cuda_value_use(match, facts.parent):
         if match.variables.get("via"):
             return CARRIED.format(name=match.variables.get("matched", ""))
         if "cuda-tag" not in blocked:  # once per module
@@ -386,12 +386,15 @@ def site_tiers(matches: Sequence[Match], facts: Callable[[], Facts]) -> list[Tie
     """Per match, the fix's tier at its site where it is not the rule's (None: the rule's):
     ``cuda-version-none`` guards a comparison (safe) but gives a value use the HIP
     version (unsafe)."""
-    varies = [_transform(m) == "cuda-version-none" and m.guard is None for m in matches]
-    if not any(varies):
+    if not any(_transform(m) == "cuda-version-none" and m.guard is None for m in matches):
         return [None] * len(matches)
     parent = facts().parent
-    return [Tier.UNSAFE if vary and enclosing_comparison(m.node, parent) is None else None
-            for m, vary in zip(matches, varies, strict=True)]
+    return [Tier.UNSAFE if m.guard is None and _cuda_value_use(m, parent) else None for m in matches]
+
+
+def _cuda_value_use(match: Match, parent: Parent) -> bool:
+    """Is this a ``cuda-version-none`` match in no comparison (the version used as a value)?"""
+    return _transform(match) == "cuda-version-none" and enclosing_comparison(match.node, parent) is None
 
 
 def _decides(match: Match) -> bool:

@@ -602,13 +602,12 @@ def rocm_cupy(text: str, match: Match, kind: str, target: Target | None = None) 
     except InvalidSpecifier:
         wanted = None
     environment = _packages()["cupy"]["source_build"]
-    rocm = target.rocm if target is not None else None
+    series = _rocm_series(target)
     for release, package, versions in _cupy_wheels():
-        if rocm is not None and f"{rocm.major}.{rocm.minor}" == release and wanted is not None \
-                and any(wanted.contains(v) for v in versions):
+        if series == release and wanted is not None and any(wanted.contains(v) for v in versions):
             return Rewritten(new=span[:name.start()] + package + span[name.end():])
     arch = target.arch if target is not None and target.arch else "<gfx name from rocminfo>"
-    why = f"ROCm {rocm.major}.{rocm.minor} has" if rocm is not None else "without `target.rocm` portscan knows"
+    why = f"ROCm {series} has" if series is not None else "without `target.rocm` portscan knows"
     return Rewritten(new=span[:name.start()] + "cupy" + span[name.end():],
                      note=f"{why} no CuPy ROCm wheel for this requirement, so pip builds CuPy's source package: "
                           f"install it with {environment.format(arch=arch)}")
@@ -632,27 +631,33 @@ def rocm_amdsmi(text: str, match: Match, kind: str, target: Target | None = None
                                 "own API over NVML or nvidia-smi): port its uses to amdsmi by hand")
     spec = _SPECIFIERS.match(span, name.end())
     end = name.end() + len(spec.group(0).rstrip()) if spec is not None else name.end()
-    series = _packages()["amdsmi"]["series"]
-    rocm = target.rocm if target is not None else None
-    pin = f"=={rocm.major}.{rocm.minor}.*" if rocm is not None and f"{rocm.major}.{rocm.minor}" in series else ""
+    on_pypi = _packages()["amdsmi"]["series"]
+    series = _rocm_series(target)
+    pin = f"=={series}.*" if series in on_pypi else ""
     new = span[:name.start()] + "amdsmi" + pin + span[end:]
     if pin:
         return Rewritten(new=new)
-    return Rewritten(new=new, note=f"pin amdsmi to the ROCm release installed (PyPI has {series[-1]} to {series[0]}: "
+    return Rewritten(new=new, note=f"pin amdsmi to the ROCm release installed (PyPI has {on_pypi[-1]} to {on_pypi[0]}: "
                                    "`amdsmi==6.4.*` for ROCm 6.4): the package loads that ROCm's libamd_smi")
 
 
+def _rocm_series(target: Target | None) -> str | None:
+    """The configured ROCm release as ``major.minor`` (``6.4``), if any."""
+    rocm = target.rocm if target is not None else None
+    return f"{rocm.major}.{rocm.minor}" if rocm is not None else None
+
+
 def _in_pip_list(text: str, at: int) -> bool:
-    """Is the conda environment line at ``at`` an item of a ``- pip:`` list? (The first
-    line above it that is indented less must be that key.)"""
-    start = _line_start(text, at)
-    indent = len(text[start:at]) - len(text[start:at].lstrip())
-    for line in reversed(text[:start].splitlines()):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        if len(line) - len(line.lstrip()) < indent:
-            return re.match(r"\s*-\s*pip\s*:\s*(#.*)?$", line) is not None
-    return False
+    """Does an item of the conda environment's ``pip:`` list start at ``at``? (The
+    conda matcher reads the requirements there as pip's.)"""
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return False
+    deps = _child(root, "dependencies")
+    lists = [_child(item, "pip") for item in (deps.value if isinstance(deps, yaml.SequenceNode) else ())]
+    return any(isinstance(pip, yaml.SequenceNode) and any(entry.start_mark.index == at for entry in pip.value)
+               for pip in lists)
 
 
 #: name (as ``[fix] rewrite`` gives it) -> the rewrite

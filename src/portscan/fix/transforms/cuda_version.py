@@ -60,22 +60,20 @@ def cuda_version_none(ctx: FixContext, matches: Sequence[Match], unsafe: bool) -
     def guard(match: Match) -> tuple[cst.BaseExpression, bool]:
         return cst.Comparison(match.node.deep_clone(), [cst.ComparisonTarget(cst.IsNot(), cst.Name("None"))]), False
 
-    compared = [m for m in matches if _comparison(ctx, m.node) is not None]
-    values = [m for m in matches if _comparison(ctx, m.node) is None]
-    if values and not unsafe:
-        outcome = _guard_comparisons(ctx, compared, guard, Tier.SAFE)
-        return dataclasses.replace(outcome,
-                                   declined=outcome.declined + tuple(Declined(m, NEEDS_UNSAFE) for m in values))
+    compared: list[Match] = []
     written: dict[cst.CSTNode, cst.BaseExpression] = {}
     declined: list[Declined] = []
-    for match in values:
-        form = _hip_aware(ctx, match.node)
-        if form is None:
+    for match in matches:
+        if _comparison(ctx, match.node) is not None:
+            compared.append(match)
+        elif not unsafe:
+            declined.append(Declined(match, NEEDS_UNSAFE))
+        elif (form := _hip_aware(ctx, match.node)) is None:
             declined.append(Declined(match, TORCH_SHADOWED))
         else:
             written[match.node] = form
     outcome = _guard_comparisons(ctx, compared, guard, Tier.SAFE, written)
-    rewritten = [m for m in values if m.node in written]
+    rewritten = [m for m in matches if m.node in written]
     return dataclasses.replace(outcome, declined=outcome.declined + tuple(declined),
                                fixed=outcome.fixed + tuple((m, Tier.UNSAFE) for m in rewritten),
                                notes={id(m): HIP_VALUE for m in rewritten})
