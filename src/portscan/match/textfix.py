@@ -32,6 +32,7 @@ from portscan.config import Target
 from portscan.kinds.rocm_images import ImageChoice, rocm_images, torch_of_pytorch_tag
 from portscan.kinds.rocm_wheels import RocmWheels, rocm_wheels
 from portscan.match import Match
+from portscan.match.yamlfiles import mapping_get
 from portscan.parse import lines_with_ends
 
 if sys.version_info >= (3, 11):
@@ -323,7 +324,7 @@ def _compose_service(text: str, at: int) -> tuple[yaml.Node, yaml.Node, set[str]
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return "the file does not read as YAML"
-    services = _child(root, "services")
+    services = mapping_get(root, "services")
     if services is None or not isinstance(services, yaml.MappingNode):
         return "no `services:` mapping"
     for _, service in services.value:
@@ -334,12 +335,6 @@ def _compose_service(text: str, at: int) -> tuple[yaml.Node, yaml.Node, set[str]
                         return "`deploy` is written in flow style: rewrite it by hand"
                     return key, value, {k.value for k, _ in service.value}
     return "not in a service's `deploy:` mapping"
-
-
-def _child(node: yaml.Node | None, name: str) -> yaml.Node | None:
-    if not isinstance(node, yaml.MappingNode):
-        return None
-    return next((value for key, value in node.value if key.value == name), None)
 
 
 def _only_path(node: yaml.Node, path: tuple[str, ...]) -> yaml.Node | None:
@@ -505,7 +500,7 @@ def rocm_conda(text: str, match: Match, kind: str, target: Target | None = None)
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return Rewritten(reason="the file does not read as YAML")
-    deps = _child(root, "dependencies")
+    deps = mapping_get(root, "dependencies")
     if not isinstance(deps, yaml.SequenceNode) or deps.flow_style or not deps.value:
         return Rewritten(reason="`dependencies` is not a block list: move PyTorch to pip by hand")
     moved: dict[str, tuple[yaml.Node, str]] = {}  # pip name -> (item, version)
@@ -513,7 +508,7 @@ def rocm_conda(text: str, match: Match, kind: str, target: Target | None = None)
     pip: yaml.SequenceNode | None = None
     for item in deps.value:
         if isinstance(item, yaml.MappingNode):
-            found = _child(item, "pip")
+            found = mapping_get(item, "pip")
             pip = found if isinstance(found, yaml.SequenceNode) and not found.flow_style and found.value else pip
             continue
         spec = _CONDA_SPEC.match(str(item.value)) if isinstance(item, yaml.ScalarNode) else None
@@ -654,8 +649,8 @@ def _in_pip_list(text: str, at: int) -> bool:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError:
         return False
-    deps = _child(root, "dependencies")
-    lists = [_child(item, "pip") for item in (deps.value if isinstance(deps, yaml.SequenceNode) else ())]
+    deps = mapping_get(root, "dependencies")
+    lists = [mapping_get(item, "pip") for item in (deps.value if isinstance(deps, yaml.SequenceNode) else ())]
     return any(isinstance(pip, yaml.SequenceNode) and any(entry.start_mark.index == at for entry in pip.value)
                for pip in lists)
 
