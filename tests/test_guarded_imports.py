@@ -169,8 +169,9 @@ def test_several_rules_on_one_import_collapse_into_the_most_specific(rules) -> N
     loose = RuleSet(dataclasses.replace(r, supersedes=()) for r in rules.select(["PS201", "PS202", "PS204"]).rules)
     source = ("from apex import amp\nfrom apex.normalization import FusedLayerNorm\nimport apex\n"
               "import pynvml, apex.amp\n")
-    got = [(f.span.line, f.rule) for f in scan_source(source, "m.py", loose)]
-    assert got == [(1, "PS202"), (2, "PS204"), (3, "PS201"), (4, "PS202")]
+    got = [(f.span.line, f.rule, f.uses) for f in scan_source(source, "m.py", loose)]
+    # line 4 imports apex.amp again: a use of line 1's finding
+    assert got == [(1, "PS202", ((4, 16),)), (2, "PS204", ()), (3, "PS201", ())]
     both = RuleSet([*loose.rules, rules.by_code["PS602"]])
     assert [(f.span.line, f.rule) for f in scan_source("import pynvml, apex.amp\n", "m.py", both)] == [
         (1, "PS602"), (1, "PS202")]  # different modules on one line are both kept

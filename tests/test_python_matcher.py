@@ -83,7 +83,20 @@ def test_first_party_modules_are_never_third_party() -> None:
     name = rule("XX202", {"kind": "name", "names": ["apex.thing"]})
     source = "import apex\nfrom apex import thing\napex.thing\n"
     assert run(source, apex, name, first_party=frozenset({"apex"})) == []
-    assert [c for c, _, _ in run(source, apex, name)] == ["XX201", "XX201", "XX202"]
+    assert [(c, line) for c, line, _ in run(source, apex, name)] == [("XX201", 1), ("XX202", 3)]
+    [first, _] = scan_source(source, "t.py", RuleSet([apex, name]))
+    assert first.uses == ((2, 6),)  # imported again: one finding, the second import in its uses
+
+
+def test_a_module_imported_again_is_one_finding_unless_a_guard_lowers_it() -> None:
+    apex = rule("XX201", {"kind": "import", "modules": ["apex"]})
+    again = "import apex\n\ndef f():\n    import apex\n    from apex import amp\n    return amp\n"
+    [finding] = scan_source(again, "t.py", RuleSet([apex]))
+    assert (finding.span.line, finding.uses) == (1, ((4, 12), (5, 10)))
+    guarded = ("try:\n    import apex\nexcept ImportError:\n    apex = None\n"
+               "try:\n    from apex import amp\nexcept ImportError:\n    amp = None\n")
+    assert [(f.span.line, f.guard, f.uses) for f in scan_source(guarded, "t.py", RuleSet([apex]))] == [
+        (2, "fallback", ()), (6, "fallback", ())]  # each try has its own fallback
 
 
 # ------------------------------------------------------------------ outermost match

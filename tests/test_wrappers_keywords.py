@@ -26,6 +26,7 @@ EXPECTED = [
     ("fusedops/env_report.py", 36, 19, "PS601", "error"),    # run_cmd("nvidia-smi -L")
     ("op_builder/builder.py", 39, 16, "PS901", "info"),      # CUDAExtension(...)
     ("op_builder/builder.py", 52, 16, "PS901", "info"),      # load(...)
+    ("op_builder/builder.py", 58, 33, "PS952", "error"),     # extra_include_paths=<one path>, not a list
     ("op_builder/layernorm.py", 13, 18, "PS905", "error"),   # -maxrregcount=50, returned by nvcc_args()
     ("op_builder/layernorm.py", 15, 19, "PS907", "warning"),  # flags += ["-lineinfo"]
     ("op_builder/layernorm.py", 16, 17, "PS903", "error"),   # return ["--use_fast_math"] + ...

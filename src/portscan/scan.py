@@ -180,7 +180,11 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
       one finding, at the first, with the rest in ``uses``, where an import rule reports
       the import (the module is CUDA-only);
     - a rule's findings on one subject (the local an ``if``/``elif`` table of device names
-      compares) are one finding, at the first, with the rest in ``uses``.
+      compares) are one finding, at the first, with the rest in ``uses``;
+    - a module imported again by an import statement no guard lowers (``import cudnn`` at
+      the top and inside a function) is one finding per rule and severity, at the first
+      import, the others in ``uses``; a guarded import keeps its own finding, since each
+      ``try`` has its own fallback.
 
     A finding with a fix marker stays one of its own: ``portscan fix`` rewrites it there,
     and the marker says so.
@@ -211,6 +215,9 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
             key = (finding.rule, match.binding, finding.severity, finding.guard)
         elif match.subject is not None and finding.fix is None:
             key = (finding.rule, "subject", match.subject, finding.severity, finding.guard)
+        elif (match.rule.pattern.kind == "import" and match.binding is not None and finding.guard is None
+              and finding.fix is None and match.variables.get("module")):
+            key = (finding.rule, "import", match.variables["module"], finding.severity)
         if key is not None:
             if key in anchors:
                 extra.setdefault(id(anchors[key]), []).append(place)

@@ -30,6 +30,9 @@ class ArgCondition:
     regex: Regex | None = None  #: searched in a string-literal argument
     #: searched in the last part of the path the argument builds (``os.path.join(d, "*.cu")``)
     path_regex: Regex | None = None
+    #: the argument is one text (a string, a path built from strings, a local bound to
+    #: one) where a list of texts is meant; such a match is reported at the argument
+    text: bool | None = None
 
     def needed_tokens(self) -> tuple[Token, ...]:
         """Tokens one of which a matching argument puts in the file (empty: unknown)."""
@@ -54,16 +57,19 @@ class ArgCondition:
         if position is not None and (isinstance(position, bool) or not isinstance(position, int)
                                      or position < 0):
             raise PatternError(r.key("position"), "expected an integer >= 0")
-        present = r.raw("present", False)
-        if present is not None and not isinstance(present, bool):
-            raise PatternError(r.key("present"), "expected true or false")
+        present, text = r.raw("present", False), r.raw("text", False)
+        for key, value in (("present", present), ("text", text)):
+            if value is not None and not isinstance(value, bool):
+                raise PatternError(r.key(key), "expected true or false")
+        if text is False:
+            raise PatternError(r.key("text"), "only `text = true` is a condition")
         condition = cls(keyword, position, r.literals("equals"), r.literals("contains"), present,
-                        r.regex("regex"), r.regex("path_regex"))
+                        r.regex("regex"), r.regex("path_regex"), text)
         given = sum((bool(condition.equals), bool(condition.contains), present is not None,
-                     condition.regex is not None, condition.path_regex is not None))
+                     condition.regex is not None, condition.path_regex is not None, text is not None))
         if given != 1:
             raise PatternError(r.where, "give exactly one of `equals`, `contains`, `present`, `regex`, "
-                                        "`path_regex`")
+                                        "`path_regex`, `text`")
         return condition
 
 
@@ -142,6 +148,9 @@ class CallPattern:
             elif c.path_regex is not None:
                 conditions.append(f"the path the argument at {where} builds ends in a part matching "
                                   f"`{c.path_regex.pattern}`")
+            elif c.text:
+                conditions.append(f"the argument at {where} is one text (a string, a path built from "
+                                  "strings, or a local bound to one), not a list; reported at the argument")
             else:
                 conditions.append(f"the argument at {where} is {'present' if c.present else 'absent'}")
         unless = (f" Not in a module that looks for {code_list(map(repr, self.unless_tested))} in another "
@@ -166,10 +175,15 @@ class CallPattern:
                 name = p.matched_callee(names)
                 if (name is not None and tested.isdisjoint(p.unless_tested)
                         and all(_meets(cond, call, scope, surface) for cond in p.args)):
-                    surface.hit(rule, id(call), call, name=name)
+                    at = next((a for c in p.args if c.text
+                               for a in [surface.argument(call, c.position, c.keyword)] if a is not None), call)
+                    surface.hit(rule, id(at), at, name=name)
 
 
 def _meets(condition: ArgCondition, call: cst.Call, scope: Any, surface: PythonSurface) -> bool:
+    if condition.text:
+        argument = surface.argument(call, condition.position, condition.keyword)
+        return argument is not None and surface.is_text(argument, scope)
     if condition.path_regex is not None:
         argument = surface.argument(call, condition.position, condition.keyword)
         return argument is not None and any(condition.path_regex.search(part)

@@ -169,6 +169,11 @@ class PythonSurface(Protocol):
         """The texts the path an expression builds can end in: a string, the last part of
         ``os.path.join(...)``, ``Path(a) / b``, ``a + b``, or a local bound to one."""
 
+    def is_text(self, expr: cst.BaseExpression, scope: Any) -> bool:
+        """Is the value one text: a string, an f-string, ``a + "s"``, a path call that
+        returns a string (``os.path.join(...)``, ``os.path.dirname(...)``, ``str(...)``), or
+        a local every assignment of which is one of those?"""
+
     def commands(self, expr: cst.BaseExpression, scope: Any) -> Iterator[tuple[str, cst.BaseExpression]]:
         """Program words of a command value, each with the node to report it at."""
 

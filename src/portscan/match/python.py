@@ -1094,6 +1094,21 @@ class _Resolver:
     def path_ends(self, expr: cst.BaseExpression, scope: Scope) -> list[str]:
         return self._program_paths(expr, scope, 0)
 
+    def is_text(self, expr: cst.BaseExpression, scope: Scope, depth: int = 0) -> bool:
+        if depth > 4:
+            return False
+        if isinstance(expr, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
+            return True
+        if isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
+            return self.is_text(expr.left, scope, depth + 1) or self.is_text(expr.right, scope, depth + 1)
+        if isinstance(expr, cst.Call):
+            return bool(set(self.callee_names(expr, scope)) & _TEXT_CALLS) or (
+                isinstance(expr.func, cst.Name) and expr.func.value == "str" and scope.lookup("str") is None)
+        if isinstance(expr, cst.Name):
+            values = [(value, owner) for (value, unpack), owner in _values(scope, expr.value) if unpack is None]
+            return bool(values) and all(self.is_text(v, owner, depth + 1) for v, owner in values)
+        return False
+
     def operand_source(self, expr: cst.BaseExpression, scope: Scope
                        ) -> tuple[list[str], tuple[str, object] | None] | None:
         return self._operand_source(expr, scope, 0)
@@ -1597,6 +1612,10 @@ _PATH_JOINS = frozenset({"os.path.join", "posixpath.join", "ntpath.join", "pathl
 #: calls whose value names the same files as their first argument
 _PATH_PASSTHROUGH = frozenset({"glob.glob", "glob.iglob", "sorted", "list", "str", "os.path.abspath",
                                "os.path.realpath", "os.path.normpath", "os.fspath"})
+#: calls that return one text (a path as ``str``)
+_TEXT_CALLS = frozenset({"os.path.join", "posixpath.join", "ntpath.join", "os.path.abspath", "os.path.realpath",
+                         "os.path.normpath", "os.path.dirname", "os.path.basename", "os.path.expanduser",
+                         "os.path.expandvars", "os.fspath", "os.getcwd"})
 #: calls that find a program on the ``PATH`` (their argument names it)
 _PROGRAM_LOOKUPS = frozenset({"shutil.which", "distutils.spawn.find_executable"})
 #: ``Path`` methods that keep the files a path names
