@@ -400,3 +400,25 @@ def test_jenkins_sh_step_forms(rules) -> None:
     """
     assert run("Jenkinsfile", source, rules, "PS824", "PS801", "PS806") == [
         (2, 51, "PS824", "warning"), (3, 59, "PS801", "error"), (5, 21, "PS806", "error")]
+
+
+def test_a_cuda_fixed_job_lists_the_keys_a_rocm_entry_replaces(rules) -> None:
+    """PS851's ``also``: the job's runner, CUDA version and image are listed with the
+    finding (``uses``), at their own lines, where the job sets them."""
+    source = textwrap.dedent("""\
+        jobs:
+          build-test:
+            uses: pytorch/test-infra/.github/workflows/linux_job_v2.yml@main
+            with:
+              runner: linux.g5.48xlarge.nvidia.gpu
+              gpu-arch-type: cuda
+              gpu-arch-version: "12.6"
+              # faster to clone than the default
+              docker-image: torchtitan-ubuntu-20.04-clang12
+          bare:
+            uses: pytorch/test-infra/.github/workflows/linux_job_v2.yml@main
+            with:
+              gpu-arch-type: cuda
+        """)
+    found = [(f.span.line, f.uses) for f in scan_source(source, ".github/workflows/gpu.yaml", rules.select(["PS851"]))]
+    assert found == [(6, ((5, 15), (7, 25), (9, 21))), (13, ())]

@@ -82,6 +82,7 @@ def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Sever
         fix=(match.tier or rule.fix.tier).value if rule.fix is not None and match.guard is None and match.fixable
         and match.declined is None and rule.fix.arch_declined(target) is None else None,
         fingerprint=fingerprint(rule.code, path, text[first:last]),
+        uses=tuple(sorted({lines.position(offset) for offset in match.also})),
     )
 
 
@@ -224,7 +225,8 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
                 continue
             anchors[key] = finding
         out.append(finding)
-    return [dataclasses.replace(f, uses=tuple(sorted(set(extra[id(f)])))) if id(f) in extra else f for f in out]
+    return [dataclasses.replace(f, uses=tuple(sorted({*f.uses, *extra[id(f)]}))) if id(f) in extra else f
+            for f in out]
 
 
 def read_source(path: Path, kind: str) -> str:

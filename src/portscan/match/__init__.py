@@ -41,6 +41,9 @@ class Match:
     #: the fix's tier at this site where it is not the rule's (see
     #: :func:`portscan.match.fixsites.site_tiers`)
     tier: Tier | None = None
+    #: start offsets of other places the finding stands for, listed in its ``uses`` (the
+    #: keys a ``yaml`` rule's ``also`` names beside the matched one)
+    also: tuple[int, ...] = ()
 
 
 _WHITESPACE = re.compile(r"\s+")

@@ -1414,6 +1414,12 @@ class _Resolver:
         elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Add):
             yield from self._flag_items(expr.left, scope, depth + 1, report, followed, every_import, unpacked)
             yield from self._flag_items(expr.right, scope, depth + 1, report, followed, every_import, unpacked)
+        elif isinstance(expr, cst.BinaryOperation) and isinstance(expr.operator, cst.Modulo) \
+                and string_text(expr.left) is not None:  # "-ccbin=%s" % cc: the flag is the template's
+            yield expr.left, report or expr.left
+        elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "format"
+              and string_text(expr.func.value) is not None):  # "-ccbin={}".format(cc)
+            yield expr.func.value, report or expr.func.value
         elif isinstance(expr, cst.IfExp):
             yield from self._flag_items(expr.body, scope, depth + 1, report, followed, every_import, unpacked)
             yield from self._flag_items(expr.orelse, scope, depth + 1, report, followed, every_import, unpacked)

@@ -110,11 +110,16 @@ def yaml_matches(root: Node, rules: Sequence[Rule]) -> list[Match]:
         if not isinstance(p, YamlPattern):
             continue
         for path in p.paths:
-            for concrete, node in walk(root, path.split(".")):
-                if _value_matches(node, p.values):
-                    start, end = _span(node)
-                    text = node.value if isinstance(node, yaml.ScalarNode) else ""
-                    matches.append(Match(rule, start, end, {"path": concrete, "value": text}))
+            *above, key = path.split(".")
+            for parent_path, parent in walk(root, above):
+                for concrete, node in walk(parent, [key]):
+                    if _value_matches(node, p.values):
+                        start, end = _span(node)
+                        text = node.value if isinstance(node, yaml.ScalarNode) else ""
+                        also = tuple(_span(found)[0] for name in p.also
+                                     for found in [mapping_get(parent, name)] if found is not None)
+                        matches.append(Match(rule, start, end, {"path": ".".join(filter(None, [parent_path, concrete])),
+                                                                "value": text}, also=also))
     return matches
 
 
