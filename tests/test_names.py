@@ -8,7 +8,7 @@ from pathlib import Path
 
 import libcst as cst
 
-from portscan.match.fixsites import parents
+from portscan.match.fixsites import Parents, parents
 from portscan.match.python import ModuleWalk
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "portscan"
@@ -100,3 +100,13 @@ def test_no_fix_resolves_names_with_another_provider() -> None:
                 offenders += [f"{path.name}: {a.name}" for a in node.names
                               if a.name in ("ScopeProvider", "QualifiedNameProvider", "FullyQualifiedNameProvider")]
     assert offenders == []
+
+
+def test_the_parent_index_answers_as_the_whole_tree_map_does() -> None:
+    """Module-level lines are indexed first, the rest on demand: same answers."""
+    module = cst.parse_module(SOURCE)
+    whole, index = parents(module), Parents(module)
+    statement_lines = [s for s in module.body if isinstance(s, cst.SimpleStatementLine)]
+    assert statement_lines and any(not isinstance(s, cst.SimpleStatementLine) for s in module.body)
+    assert all(index.get(node) is parent for node, parent in whole.items())
+    assert index.get(module) is None and index.all() == whole

@@ -47,7 +47,9 @@ def comments(text: str, kind: str) -> Iterator[tuple[int, str]]:
             yield number, line[index:]
 
 
-_CANDIDATE = re.compile(r"(?:#|//)[^\n]*?(?:noqa|portscan)[^\n]*")
+#: a comment that may suppress: ``noqa:`` or ``portscan:`` (not a mere mention, such as the
+#: ``see `portscan explain PS602``` that fixes write)
+_CANDIDATE = re.compile(r"(?:#|//)[^\n]*?(?i:noqa|portscan)\s*:[^\n]*")
 
 
 def suppressions(text: str, path: str, kind: str, known: Collection[str] | None = None) -> list[Suppression]:

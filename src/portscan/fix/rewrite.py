@@ -13,7 +13,7 @@ after the rewrite. Both run when the pass ends (see :mod:`portscan.fix.engine`).
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import libcst as cst
@@ -26,7 +26,7 @@ from packaging.version import Version
 from portscan.config import Target
 from portscan.ruleset.fixspec import Tier
 from portscan.match import Match
-from portscan.match.fixsites import parents, probing
+from portscan.match.fixsites import Parents, probing
 from portscan.match.locate import locate
 from portscan.match.python import Names, Scope
 from portscan.parse import LineIndex
@@ -79,8 +79,8 @@ class FixContext:
         self.lines = LineIndex(text)  #: of the module's source, for the positions of its nodes
 
     @functools.cached_property
-    def _parents(self) -> Mapping[cst.CSTNode, cst.CSTNode]:
-        return parents(self.module)  # the matcher's map (code-carrying nodes), shared with the scan's decisions
+    def _parents(self) -> Parents:
+        return Parents(self.module)  # the matcher's index (code-carrying nodes), shared with the scan's decisions
 
     # -- structure --------------------------------------------------------------
 

@@ -66,7 +66,7 @@ class KeywordPattern:
                 for rule, p in rules:
                     if arg.keyword.value not in p.keywords:
                         continue
-                    for node in surface.numbers(arg.value, scope):
+                    for node in surface.literal_values(arg.value, scope):
                         if p.accepts(surface.literal(node)):
                             surface.hit(rule, id(node), node, keyword=arg.keyword.value,
                                         value=surface.snippet(node))

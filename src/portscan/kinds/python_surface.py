@@ -182,7 +182,7 @@ class PythonSurface(Protocol):
         """(call, scope, argument) of calls of the module's own defs whose parameter is
         handed on to the argument ``picks`` chooses in a call (a wrapper of ``subprocess.run``)."""
 
-    def numbers(self, expr: cst.BaseExpression, scope: Any) -> list[cst.BaseExpression]:
+    def literal_values(self, expr: cst.BaseExpression, scope: Any) -> list[cst.BaseExpression]:
         """The literal nodes a value may come from (locals, ternaries, loop variables)."""
 
     def setup_requirements(self) -> Iterator[tuple[cst.BaseExpression, str, str]]:

@@ -181,16 +181,23 @@ def tested_strings(surface: PythonSurface) -> frozenset[str]:
 
 def _tested_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
     found: list[cst.BaseExpression] = []
-    for comparison, _scope in surface.compares:
+    for comparison, scope in surface.compares:
         left = comparison.left
         for target in comparison.comparisons:
             operator = surface.operator(target)
             if operator in _TESTS:
-                found.append(left)
+                found += _text_sources(surface, left, scope)
                 if operator in ("==", "!="):
-                    found.append(target.comparator)
+                    found += _text_sources(surface, target.comparator, scope)
             left = target.comparator
-    for call, _scope in surface.calls:
+    for call, scope in surface.calls:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SEARCHES and call.args:
-            found.append(call.args[0].value)
+            found += _text_sources(surface, call.args[0].value, scope)
     return found
+
+
+def _text_sources(surface: PythonSurface, node: cst.BaseExpression, scope: Any) -> list[cst.BaseExpression]:
+    """The node a test looks for, and for a name the literals it may hold: what it was
+    assigned, or the items of the literal a loop over it ranges over
+    (``any(s in str(err) for s in ["CUDA out of memory", ...])``)."""
+    return [node, *surface.literal_values(node, scope)] if isinstance(node, cst.Name) else [node]

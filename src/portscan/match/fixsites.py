@@ -317,14 +317,45 @@ def flag_values(listed: cst.List, flagged: Callable[[str], bool]) -> list[cst.Ba
 
 def parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
     """Each code-carrying node's parent (iterative: deep nesting does not recurse)."""
+    return _parents_below(module, [module])
+
+
+def _parents_below(module: cst.Module, roots: Sequence[cst.CSTNode]) -> dict[cst.CSTNode, cst.CSTNode]:
     found: dict[cst.CSTNode, cst.CSTNode] = {}
-    stack: list[cst.CSTNode] = [module]
+    stack: list[cst.CSTNode] = list(roots)
     while stack:
         node = stack.pop()
         for child in children(node):
             found[child] = node
             stack.append(child)
     return found
+
+
+class Parents:
+    """A node's parent. The usual question is about a module-level simple statement (an
+    import to guard, a flag list): those lines are indexed first, cheaply; the whole
+    tree (hundreds of thousands of nodes in a generated module) only when a node lies
+    elsewhere."""
+
+    def __init__(self, module: cst.Module) -> None:
+        self.module = module
+        self._lines: dict[cst.CSTNode, cst.CSTNode] | None = None
+        self._all: dict[cst.CSTNode, cst.CSTNode] | None = None
+
+    def get(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        if node is self.module:
+            return None
+        if self._lines is None:
+            lines = [s for s in self.module.body if isinstance(s, cst.SimpleStatementLine)]
+            self._lines = {**{s: self.module for s in self.module.body}, **_parents_below(self.module, lines)}
+        found = self._lines.get(node)
+        return found if found is not None else self.all().get(node)
+
+    def all(self) -> dict[cst.CSTNode, cst.CSTNode]:
+        """Every code-carrying node's parent."""
+        if self._all is None:
+            self._all = parents(self.module)
+        return self._all
 
 
 def _transform(match: Match) -> str | None:

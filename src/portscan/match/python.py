@@ -31,7 +31,7 @@ from typing import Any, NamedTuple, get_args
 import libcst as cst
 
 from portscan.match import Match
-from portscan.match.fixsites import decline_reasons, parents, site_tiers
+from portscan.match.fixsites import Parents, decline_reasons, site_tiers
 from portscan.match.guards import (
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -416,8 +416,9 @@ class _Collector(Walker):
             self._visit(target)
 
     def _loop_items(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
-        """``for w in [4, 8, 32]``: the literal the loop variable takes its values from."""
-        if isinstance(target, cst.Name) and isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
+        """``for w in [4, 8, 32]`` (or ``for w in WIDTHS``, a name assigned such a literal):
+        what the loop variable takes its values from."""
+        if isinstance(target, cst.Name) and isinstance(iterable, (cst.List, cst.Tuple, cst.Set, cst.Name)):
             self.scope.loop_items.setdefault(target.value, []).append(iterable)
 
     def _bind_params(self, params: cst.Parameters, owner: cst.FunctionDef | cst.Lambda) -> None:
@@ -1113,8 +1114,8 @@ class _Resolver:
                        ) -> tuple[list[str], tuple[str, object] | None] | None:
         return self._operand_source(expr, scope, 0)
 
-    def numbers(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
-        return _numbers(expr, scope)
+    def literal_values(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+        return _literal_values(expr, scope)
 
     def requirement_rules(self, text: str, rules: Sequence[Rule], section: str,
                           indexed: bool = False) -> tuple[str, list[Rule]]:
@@ -1665,18 +1666,24 @@ def _joined(parts: list[list[str]], limit: int = 64) -> list[str]:
     return [p for p in joined if p]
 
 
-def _numbers(expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
+def _literal_values(expr: cst.BaseExpression, scope: Scope) -> list[cst.BaseExpression]:
     """The literal nodes an argument's value may come from: itself, what a local name was
-    assigned, or the items of the literal a loop variable ranges over."""
+    assigned, or the items of the literal a loop variable ranges over (written in the
+    loop, or the literal a name holds: ``for s in STATEMENTS``)."""
     if isinstance(expr, cst.IfExp):
-        return [*_numbers(expr.body, scope), *_numbers(expr.orelse, scope)]
+        return [*_literal_values(expr.body, scope), *_literal_values(expr.orelse, scope)]
     if not isinstance(expr, cst.Name):
         return [expr]
     found = [value for (value, unpack), _ in _values(scope, expr.value) if unpack is None]
     owner = scope.lookup(expr.value)
-    for iterable in owner.loop_items.get(expr.value, ()) if owner is not None else ():
-        if isinstance(iterable, (cst.List, cst.Tuple, cst.Set)):
-            found += [element.value for element in iterable.elements if isinstance(element, cst.Element)]
+    if owner is None:
+        return found
+    for iterable in owner.loop_items.get(expr.value, ()):
+        collections = [iterable] if not isinstance(iterable, cst.Name) else \
+            [value for (value, unpack), _ in _values(owner, iterable.value) if unpack is None]
+        for collection in collections:
+            if isinstance(collection, (cst.List, cst.Tuple, cst.Set)):
+                found += [element.value for element in collection.elements if isinstance(element, cst.Element)]
     return found
 
 
@@ -2151,8 +2158,8 @@ class _Facts:
         self.collector = collector
 
     @functools.cached_property
-    def _parents(self) -> dict[cst.CSTNode, cst.CSTNode]:
-        return parents(self.module)
+    def _parents(self) -> Parents:
+        return Parents(self.module)
 
     @functools.cached_property
     def _chains(self) -> tuple[dict[int, _Chain], dict[int, _Chain]]:
@@ -2168,7 +2175,7 @@ class _Facts:
     @functools.cached_property
     def _attributes(self) -> dict[str, list[cst.Attribute]]:
         found: dict[str, list[cst.Attribute]] = {}
-        for node in self._parents:
+        for node in self._parents.all():
             if isinstance(node, cst.Attribute):
                 found.setdefault(node.attr.value, []).append(node)
         return found
