@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import regex as _engine
+import regex as _regex
 
 BUDGET_S = 2.0
 BUDGET_S_PER_MB = 2.0
@@ -34,11 +34,18 @@ class Regex:
     """A rule's regular expression; ``search``/``finditer`` as in ``re``, under a budget."""
 
     pattern: str
-    _compiled: Any = field(init=False, repr=False, compare=False, hash=False)
+    _compiled: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         re.compile(self.pattern)  # the rule syntax: raises re.error as before
-        object.__setattr__(self, "_compiled", _engine.compile(self.pattern))
+
+    @property
+    def _engine(self) -> Any:
+        """The ``regex`` engine's pattern, compiled on first use: most runs (a pre-commit
+        hook on a few Python files) never search with most rules' patterns."""
+        if self._compiled is None:
+            object.__setattr__(self, "_compiled", _regex.compile(self.pattern))
+        return self._compiled
 
     @property
     def flags(self) -> int:
@@ -48,14 +55,14 @@ class Regex:
     def search(self, text: str) -> Any:
         seconds = budget(text)
         try:
-            return self._compiled.search(text, timeout=seconds)
+            return self._engine.search(text, timeout=seconds)
         except TimeoutError:
             raise PatternTimeout(self.pattern, seconds) from None
 
     def finditer(self, text: str) -> Iterator[Any]:
         seconds = budget(text)
         try:
-            yield from self._compiled.finditer(text, timeout=seconds)
+            yield from self._engine.finditer(text, timeout=seconds)
         except TimeoutError:
             raise PatternTimeout(self.pattern, seconds) from None
 
