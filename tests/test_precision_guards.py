@@ -181,3 +181,29 @@ def test_a_try_around_a_text_test_copes_with_nothing(rules) -> None:
     got = {rule: (s, g) for _, rule, s, g in found(rules, source)}
     assert got["PS323"] == ("warning", None)
     assert got["PS401"][1] == "fallback"
+
+
+def test_onnx_runtime_provider_names_compared_or_branched_on(rules) -> None:
+    """A provider name compared for equality reads which provider is in use (no finding);
+    code under `provider == "TensorrtExecutionProvider"` runs only where the user asked for
+    NVIDIA's provider (a vendor branch); an availability check and a request stay loud."""
+    source = """
+        import onnxruntime as ort
+
+        def providers_for(provider):
+            if provider == "TensorrtExecutionProvider":
+                return ["TensorrtExecutionProvider", "CUDAExecutionProvider"]
+            return [provider]
+
+        def io_binding(session):
+            return session.get_providers()[0] not in ["CUDAExecutionProvider", "TensorrtExecutionProvider"]
+
+        HAS_CUDA = "CUDAExecutionProvider" in ort.get_available_providers()
+        session = ort.InferenceSession("model.onnx", providers=["CUDAExecutionProvider"])
+    """
+    assert found(rules, source) == [
+        (6, "PS108", "info", "vendor-branch"),
+        (6, "PS109", "info", "vendor-branch"),
+        (12, "PS108", "error", None),
+        (13, "PS108", "error", None),
+    ]

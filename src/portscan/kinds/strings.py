@@ -29,7 +29,11 @@ class StringPattern:
     ``msg.startswith(...)``, ``re.search(...)``, ``==``): then a value may be any one-line
     text, spaces included, and a message that merely contains it is not a match; with
     ``alongside`` as well, only where the same ``and`` chain also looks for one of those
-    texts (``"CUDA" in msg and "out of memory" in msg``). With
+    texts (``"CUDA" in msg and "out of memory" in msg``). With ``unless_compared``, not
+    where the literal is compared for equality (``providers[0] ==
+    "TensorrtExecutionProvider"``, ``provider in ["CUDAExecutionProvider", ...]``), which
+    reads a name and requests nothing (``"X" in get_available_providers()`` still
+    counts: it asks for X). With
     ``regex`` instead of ``values``: a string literal or f-string (placeholders read as
     ``\\0``) in which the regex finds a match (a CUDA wheel index URL inside a pip command).
     With ``unless_passed_as``, not a string that reaches one of those keyword arguments of
@@ -44,6 +48,8 @@ class StringPattern:
     unless: tuple[str, ...] = ()
     regex: Regex | None = None  #: searched in the text of each string literal
     tested: bool = False
+    #: not where the literal is compared for equality (``==``, ``!=``, ``x in ["..."]``)
+    unless_compared: bool = False
     #: with ``tested``: only where the same ``and`` chain also looks for one of these texts
     alongside: tuple[str, ...] = ()
     #: keyword arguments whose strings are no match (``dependency_links``: pip ignores them)
@@ -52,7 +58,9 @@ class StringPattern:
     @classmethod
     def read(cls, r: TableReader) -> StringPattern:
         regex = r.regex("regex")
-        tested = r.flag("tested")
+        tested, unless_compared = r.flag("tested"), r.flag("unless_compared")
+        if tested and unless_compared:
+            raise PatternError(r.key("unless_compared"), "give at most one of `tested` and `unless_compared`")
         check, what = (ONE_LINE, "one-line text") if tested else (WORDISH, "word-like string")
         values = r.texts("values", required=regex is None, check=check, what=what)
         if regex is not None and values:
@@ -66,7 +74,7 @@ class StringPattern:
             raise PatternError(r.key("alongside"), "only with `tested = true`")
         passed = r.texts("unless_passed_as", required=False, check=IDENTIFIER, what="identifier")
         return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=tested,
-                   alongside=alongside, unless_passed_as=passed)
+                   unless_compared=unless_compared, alongside=alongside, unless_passed_as=passed)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         if self.regex is not None:  # the leading text, and every literal run the regex needs
@@ -88,7 +96,9 @@ class StringPattern:
                          if self.alongside else "")
             return (f"String literals {code_list(map(repr, self.values))} looked for in another text "
                     f"(`in`, `==`, `startswith`, `find`, `re.search`, ...){alongside}.")
-        return f"String literals {code_list(map(repr, self.values))} outside docstrings."
+        compared = (", not compared for equality (`==`, `!=`, `x in [...]`: that reads a name and requests "
+                    "nothing)") if self.unless_compared else ""
+        return f"String literals {code_list(map(repr, self.values))} outside docstrings{compared}."
 
     @property
     def extra_sites(self) -> frozenset[str]:
@@ -119,6 +129,8 @@ class StringPattern:
         by_value = rules_by(rules, lambda p: p.values)
         searched = [(rule, p) for rule, p in rules if p.regex is not None]
         tested = _tested_texts(surface) if any(p.tested for _, p in rules) else frozenset()
+        compared = frozenset(map(id, _compared_nodes(surface))) if any(p.unless_compared for _, p in rules) \
+            else frozenset()
         paired = _paired_texts(surface, tested) if any(p.alongside for _, p in rules) else {}
         passed = {keywords: surface.keyword_strings(frozenset(keywords))
                   for keywords in {p.unless_passed_as for _, p in rules if p.unless_passed_as}}
@@ -129,6 +141,7 @@ class StringPattern:
             siblings = surface.string_siblings.get(id(node), frozenset())
             for rule, p in by_value.get(text or "", ()):
                 if (p.accepts_siblings(siblings) and (not p.tested or id(node) in tested)
+                        and not (p.unless_compared and id(node) in compared)
                         and (not p.alongside or not paired.get(id(node), frozenset()).isdisjoint(p.alongside))):
                     surface.hit(rule, id(node), node, value=text or "")
             for rule, p in searched if text else ():
@@ -193,6 +206,22 @@ def _tested_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
     for call, scope in surface.calls:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SEARCHES and call.args:
             found += _text_sources(surface, call.args[0].value, scope)
+    return found
+
+
+def _compared_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
+    """The operands of ``==``/``!=`` and the items of a literal collection a text is looked
+    up in (``provider in ["A", "B"]``): texts compared whole with another."""
+    found: list[cst.BaseExpression] = []
+    for comparison, _scope in surface.compares:
+        left = comparison.left
+        for target in comparison.comparisons:
+            operator = surface.operator(target)
+            if operator in ("==", "!="):
+                found += [left, target.comparator]
+            elif operator in ("in", "not in") and isinstance(target.comparator, (cst.List, cst.Tuple, cst.Set)):
+                found += [e.value for e in target.comparator.elements if isinstance(e, cst.Element)]
+            left = target.comparator
     return found
 
 

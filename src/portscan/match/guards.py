@@ -8,7 +8,8 @@ range lies inside one takes the guard's name and a lowered severity:
 ``vendor-branch``
     in a branch of an ``if``/``elif``/ternary whose condition checks the GPU vendor
     (``torch.version.hip``, ``torch.version.cuda``, ``gcnArchName``, a name such
-    as ``is_rocm``/``IS_HIP``, or a string naming a vendor: ``"nvidia" in gpu_name``),
+    as ``is_rocm``/``IS_HIP``, or a string naming a vendor: ``"nvidia" in gpu_name``,
+    ``provider == "TensorrtExecutionProvider"``),
     in the body of a private module-level function mentioned only inside such
     branches, after ``if <vendor check>: return ...`` in the same
     block, or anywhere in an ``and``/``or`` chain that contains such a check
@@ -73,8 +74,10 @@ FALLBACK_EXCEPTIONS = frozenset({
     "CalledProcessError", "SubprocessError", "NVMLError", "AssertionError",
 })
 _VENDOR_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd)(_|$)|^gcnArchName$")
-#: a vendor named in a string the condition tests (``"nvidia" in gpu_name``, ``backend == "rocm"``)
-_VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanced micro devices)\b")
+#: a vendor named in a string the condition tests (``"nvidia" in gpu_name``, ``backend == "rocm"``,
+#: ``provider == "TensorrtExecutionProvider"``: ONNX Runtime's NVIDIA-only providers name it too)
+_VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanced micro devices)\b"
+                          r"|^(cuda|tensorrt)executionprovider$")
 
 def is_type_checking(test: cst.BaseExpression) -> bool:
     chain = dotted(test)
