@@ -207,3 +207,14 @@ def test_onnx_runtime_provider_names_compared_or_branched_on(rules) -> None:
         (12, "PS108", "error", None),
         (13, "PS108", "error", None),
     ]
+
+
+@pytest.mark.parametrize("dispatch, expected", [
+    ("if torch.version.cuda:\n    EXT = 'cuda'\nelif torch.version.hip:\n    EXT = 'hip'\n", ("info", "vendor-branch")),
+    ("if torch.version.cuda:\n    EXT = 'cuda'\nif torch.version.hip:\n    EXT = 'hip'\n", ("info", "vendor-branch")),
+    # alone, the test reads as "is there a GPU", which is False on AMD
+    ("if torch.version.cuda:\n    EXT = 'cuda'\n", ("warning", None)),
+])
+def test_a_cuda_test_beside_a_hip_test_dispatches_by_vendor(rules, dispatch, expected) -> None:
+    [finding] = [(s, g) for _, rule, s, g in found(rules, "import torch\n" + dispatch) if rule == "PS402"]
+    assert finding == expected

@@ -34,7 +34,8 @@ from portscan.discover import (
 from portscan.match import Match, snippet
 from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
-from portscan.match.levels import guarded_severity
+from portscan.gated import gated_paths, inside
+from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.match.manifests import requirements_includes
 from portscan.match.textfix import mark_text_fixes
@@ -564,6 +565,29 @@ def _text_or_none(inputs: _Inputs, path: Path) -> str | None:
         return None
 
 
+def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs,
+                  extensions: Sequence[Extension]) -> list[Finding]:
+    """Findings in the project's modules that it imports only inside vendor branches, and
+    in the sources and headers of the extensions those modules declare, take the
+    ``vendor-branch`` guard (see :mod:`portscan.gated`)."""
+    if not any(f.severity is not Severity.INFO for f in findings):
+        return findings
+
+    def text(source: SourcePath) -> str | None:
+        try:
+            return inputs.text(source)
+        except SourceError:
+            return None
+
+    root = discovery.root
+    gated = gated_paths(discovery.files, text, root)
+    if not gated:
+        return findings
+    gated |= {root / rel for e in extensions if inside(root / e.path, gated) for rel in (*e.sources, *e.headers)}
+    return [dataclasses.replace(f, severity=Severity.INFO, guard=VENDOR_BRANCH, fix=None)
+            if f.guard != TYPE_CHECKING_GUARD and inside(root / f.path, gated) else f for f in findings]
+
+
 def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:
     """Findings of rules with ``[escalate]`` raised where the scan also reports one of the
     rules it names: a project-level fact decides (``import bitsandbytes`` is a warning
@@ -629,10 +653,11 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
             extensions.append(_extension(inputs, scan, source, name, line, files, missing))
     results = [o.result for o in outcomes.values()]
     errors = list(discovery.errors) + [r.error for r in results if r.error]
+    findings = _vendor_gated([f for r in results for f in r.findings], discovery, inputs, extensions)
     return ScanResult(
         root=str(discovery.root),
         files_scanned=len(results),
-        findings=tuple(sorted(_fix_marks(escalated([f for r in results for f in r.findings], inputs.rules),
+        findings=tuple(sorted(_fix_marks(escalated(findings, inputs.rules),
                                          inputs.rules, discovery.root, inputs.excludes),
                               key=Finding.sort_key)),
         errors=tuple(sorted(errors, key=lambda e: e.path)),

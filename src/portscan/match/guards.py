@@ -11,8 +11,9 @@ range lies inside one takes the guard's name and a lowered severity:
     as ``is_rocm``/``IS_HIP``, or a string naming a vendor: ``"nvidia" in gpu_name``,
     ``provider == "TensorrtExecutionProvider"``),
     in the body of a private module-level function mentioned only inside such
-    branches, after ``if <vendor check>: return ...`` in the same
-    block, or anywhere in an ``and``/``or`` chain that contains such a check
+    branches, after ``if <vendor check>: return ...`` (or ``raise``, ``pytest.skip(...)``,
+    ``sys.exit(...)``) in the same block, the check itself where an ``elif`` or the next
+    ``if`` checks the vendor too (a dispatch), or anywhere in an ``and``/``or`` chain that contains such a check
     (``torch.version.cuda is not None and cap >= (9, 0)``) -- the author handles ROCm
     explicitly -- reported as ``info``.
 ``fallback``

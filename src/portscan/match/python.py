@@ -895,6 +895,10 @@ class _Collector(Walker):
             elif is_vendor_check(node.test) or is_toolkit_check(node.test):
                 branches = (node.body, node.orelse)
                 self.regions.extend(Region(b, VENDOR_BRANCH) for b in branches if b is not None)
+                if isinstance(node, cst.If) and isinstance(node.orelse, cst.If) and is_vendor_check(node.orelse.test):
+                    # `if torch.version.cuda: ... elif torch.version.hip: ...` dispatches by vendor:
+                    # the first test is no "GPU present" check
+                    self.regions.append(Region(node.test, VENDOR_BRANCH))
             if self.index.tuning and picks_numbers(node):
                 self.number_choices.append(node.test)
         return True
@@ -906,6 +910,10 @@ class _Collector(Walker):
         a ``torch.version.cuda`` flag assigned beside a ``torch.version.hip`` one is a vendor test."""
         body = node.body
         self.regions.extend(Region(value, VENDOR_BRANCH) for value in vendor_flag_values(body))
+        tests = [s.test if isinstance(s, cst.If) and is_vendor_check(s.test) else None for s in body]
+        # `if torch.version.cuda: ...` then `if torch.version.hip: ...`: a dispatch as well
+        self.regions.extend(Region(test, VENDOR_BRANCH) for i, test in enumerate(tests) if test is not None
+                            and any(t is not None for t in tests[max(i - 1, 0):i] + tests[i + 1:i + 2]))
         vendor = False
         for i, statement in enumerate(body):
             if not (isinstance(statement, cst.If) and statement.orelse is None
@@ -1807,11 +1815,20 @@ def _names_in(test: cst.CSTNode) -> frozenset[str]:
     return frozenset(names)
 
 
+#: calls that leave the block as a ``raise`` does (a skipped test, an exit)
+_LEAVING_CALLS = frozenset({"pytest.skip", "pytest.xfail", "pytest.exit", "pytest.fail", "sys.exit", "os._exit",
+                            "exit", "quit", "self.skipTest", "unittest.skip"})
+
+
 def _ends_in_jump(block: cst.BaseSuite) -> bool:
-    """Does a block always leave (return, raise, continue, break) at its end?"""
+    """Does a block always leave (return, raise, continue, break, ``pytest.skip(...)``,
+    ``sys.exit(...)``) at its end?"""
     last = block.body[-1] if block.body else None
     if isinstance(last, cst.SimpleStatementLine):
         last = last.body[-1] if last.body else None
+    if isinstance(last, cst.Expr) and isinstance(last.value, cst.Call):
+        chain = dotted(last.value.func)
+        return chain is not None and ".".join(chain[1]) in _LEAVING_CALLS
     return isinstance(last, (cst.Return, cst.Raise, cst.Continue, cst.Break))
 
 

@@ -1,0 +1,200 @@
+"""Modules a project loads on one vendor only.
+
+A project that dispatches by vendor to its own subpackages (``if torch.version.cuda:
+from .cuda import *`` / ``elif torch.version.hip: from .hip import *``) runs the CUDA one
+on NVIDIA GPUs only: what that package holds, and the extensions it declares, is
+vendor-branch code, as if it were written under the check. Its findings take the
+``vendor-branch`` guard (info, nothing to fix here), a project-level fact like
+:func:`portscan.scan.escalated`.
+
+Kept cheap and literal (a fraction of a second on the 2,285 files of the torch tree):
+only ``if``/``elif`` statements that name a vendor and import something within their
+first lines are parsed, each from its own lines; a target is the project's own module or
+package such an import names (relative, or absolute from a top-level package at the root
+or under ``src/``), and it stays gated only while no other import anywhere in the project
+(outside a vendor branch, and outside the target itself) names it or a module inside it.
+Imports in a function count as unguarded; nothing else about reachability is inferred.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from portscan.discover import SourcePath
+from portscan.parse import SourceError
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+#: words a vendor check in a Python condition is written with (case as written)
+_VENDOR_WORDS = ("version.hip", "version.cuda", "rocm", "ROCM", "ROCm", "is_hip", "IS_HIP", "_hip")
+#: the first line of each import statement (where a module is named)
+_IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:from|import)[ \t][^\n]*")
+#: a vendor word on a line ending in ``:``, with an import among the next four lines: the
+#: ``if``/``elif`` statements worth parsing for gated imports (the parse decides)
+_GATING = re.compile(r"(?:version\.(?:hip|cuda)|rocm|ROCM|ROCm|is_hip|IS_HIP|_hip)[^\n]*:[ \t]*\n[ \t]+"
+                     r"(?:[^\n]*\n[ \t]+){0,3}?(?:from[ \t]+[\w.]+[ \t]+import|import)[ \t]")
+
+
+def gated_paths(files: Sequence[SourcePath], text: Callable[[SourcePath], str | None], root: Path
+                ) -> frozenset[Path]:
+    """The project's modules (``.py`` files) and packages (directories) imported only
+    inside vendor branches, as absolute paths."""
+    python = [f for f in files if f.kind == "python"]
+    gated: set[Path] = set()
+    for source in python:
+        content = text(source)
+        if content and _may_gate(content):
+            gated.update(target for statement, in_branch in _gating_imports(content) if in_branch
+                         for target in _targets(statement, source.path, root))
+    stems = {p.stem for p in gated}
+    naming = re.compile(rf"\b(?:{'|'.join(re.escape(s) for s in sorted(stems))})\b")
+    for source in python if gated else ():
+        content = text(source)
+        if not content or not any(stem in content for stem in stems):
+            continue
+        lines = [m for m in _IMPORT_LINE.finditer(content) if naming.search(m.group())]
+        if not lines:
+            continue
+        # a module-level import line is read alone; an indented one needs its context
+        statements = (_imports(content) if any(m.group()[:1] in " \t" for m in lines)
+                      else (item for m in lines for item in _imports(_logical_line(content, m.start()))))
+        for statement, in_branch in statements:
+            if in_branch:
+                continue
+            for target in _targets(statement, source.path, root):
+                gated -= {g for g in gated if (target == g or g in target.parents)
+                          and not (source.path == g or g in source.path.parents)}
+        if not gated:
+            break
+    return frozenset(gated)
+
+
+def _gating_imports(text: str) -> Iterator[tuple[cst.Import | cst.ImportFrom, bool]]:
+    """The imports of each ``if`` statement :data:`_GATING` finds, read from that
+    statement's own lines (a whole file is parsed only where they do not parse alone)."""
+    lines = text.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    done: set[int] = set()
+    for match in _GATING.finditer(text):
+        first = bisect.bisect_right(starts, match.start()) - 1
+        head = lines[first].lstrip(" \t")
+        if not head.startswith(("if ", "if(", "elif ", "elif(")):
+            continue
+        indent = lines[first][:len(lines[first]) - len(head)]
+        while first > 0 and not lines[first][len(indent):].startswith("if") and \
+                lines[first].startswith(indent):  # an `elif`: back to its `if`
+            first -= 1
+        if first in done:
+            continue
+        done.add(first)
+        last = first + 1
+        while last < len(lines) and (not lines[last].strip() or _deeper(lines[last], indent)
+                                     or lines[last][len(indent):].startswith(("elif", "else"))):
+            last += 1
+        snippet = "".join(line[len(indent):] if line.startswith(indent) else line.lstrip()
+                          for line in lines[first:last])
+        found = list(_imports(snippet))
+        if not found:
+            yield from _imports(text)
+            return
+        yield from found
+
+
+def _deeper(line: str, indent: str) -> bool:
+    return line.startswith(indent) and len(line) > len(indent) and line[len(indent)] in " \t"
+
+
+def _logical_line(text: str, start: int) -> str:
+    """The import statement that starts at ``start``, parentheses followed."""
+    end = text.find("\n", start)
+    end = len(text) if end < 0 else end
+    line = text[start:end]
+    if "(" in line and ")" not in line:
+        close = text.find(")", end)
+        line = text[start:close + 1] if close >= 0 else line
+    return line.strip() + "\n"
+
+
+def inside(path: Path, gated: frozenset[Path]) -> bool:
+    """Is ``path`` one of the gated modules or below a gated package?"""
+    return any(path == g or g in path.parents for g in gated)
+
+
+def _may_gate(text: str) -> bool:
+    """A cheap test first (most files name no vendor), then the line pattern."""
+    return any(word in text for word in _VENDOR_WORDS) and _GATING.search(text) is not None
+
+
+def _imports(text: str) -> Iterator[tuple[cst.Import | cst.ImportFrom, bool]]:
+    """Every import statement, and whether it sits in a branch of a vendor check."""
+    import libcst as cst  # here: a scan with nothing to decide never imports LibCST
+
+    from portscan.match.guards import is_vendor_check
+    from portscan.match.syntax import children
+    from portscan.parse import parse_for_matching
+
+    try:
+        module = parse_for_matching(text)
+    except SourceError:
+        return
+    stack: list[tuple[cst.CSTNode, bool]] = [(module, False)]
+    while stack:
+        node, in_branch = stack.pop()
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            yield node, in_branch
+            continue
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            in_branch = False  # called from anywhere: no longer under the check
+        elif isinstance(node, cst.If) and is_vendor_check(node.test):
+            in_branch = True
+        stack.extend((child, in_branch) for child in children(node))
+
+
+def _targets(statement: cst.Import | cst.ImportFrom, importer: Path, root: Path) -> list[Path]:
+    """The project's own modules or packages an import names (existing paths only)."""
+    import libcst as cst
+
+    if isinstance(statement, cst.Import):
+        return [p for alias in statement.names
+                if (p := _absolute(cst.helpers.get_full_name_for_node(alias.name) or "", root)) is not None]
+    level = len(statement.relative)
+    module = cst.helpers.get_full_name_for_node(statement.module) if statement.module is not None else ""
+    if level:
+        base = importer.parent
+        for _ in range(level - 1):
+            base = base.parent
+        found = _existing(base.joinpath(*module.split("."))) if module else base
+    else:
+        found = _absolute(module or "", root)
+    if found is None:
+        return []
+    names = [] if isinstance(statement.names, cst.ImportStar) else \
+        [cst.helpers.get_full_name_for_node(a.name) or "" for a in statement.names]
+    below = [p for name in names if found.is_dir() and (p := _existing(found / name)) is not None]
+    return below or [found]
+
+
+def _absolute(dotted: str, root: Path) -> Path | None:
+    parts = [p for p in dotted.split(".") if p]
+    if not parts:
+        return None
+    for base in (root, root / "src"):
+        found = _existing(base.joinpath(*parts))
+        if found is not None:
+            return found
+    return None
+
+
+def _existing(path: Path) -> Path | None:
+    """The package directory or the ``.py`` module at ``path``, if there is one."""
+    if path.is_dir() and (path / "__init__.py").is_file():
+        return path
+    module = path.with_name(path.name + ".py")
+    return module if module.is_file() else None
