@@ -94,3 +94,14 @@ def test_a_guard_that_is_no_vendor_check_gates_nothing(tmp_path: Path, rules) ->
     dispatch = dispatch.replace("torch.version.hip", "torch.cuda.device_count() == 1")
     write(tmp_path, {**FILES, "pkg/extensions/__init__.py": dispatch})
     assert ("pkg/extensions/cuda/unpack.cu", "PS912") in loud(tmp_path, rules)
+
+
+def test_fix_leaves_a_package_loaded_on_one_vendor_alone(tmp_path: Path, rules) -> None:
+    from portscan.fix.apply import fix_paths
+
+    write(tmp_path, FILES)
+    gated = fix_paths([tmp_path], rules, unsafe=True, write=False)
+    assert not [f for f in gated.files if f.path.startswith("pkg/extensions/cuda/") and f.applied]
+    write(tmp_path, {"tests/test_unpack.py": "from pkg.extensions.cuda import ext\n"})
+    loud = fix_paths([tmp_path], rules, unsafe=True, write=False)
+    assert [f.path for f in loud.files if f.applied] == ["pkg/extensions/cuda/__init__.py"]

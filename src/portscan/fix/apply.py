@@ -26,6 +26,7 @@ from portscan.discover import Excludes, FirstParty, SourcePath, discover, projec
 from portscan.fix.engine import FileFix, fix_source
 from portscan.fix.text import fix_text, has_text_fixes
 from portscan.match.floor import Floor, project_floor
+from portscan.gated import gated_paths, inside
 from portscan.model import FileError, Finding, ScanResult
 from portscan.parse import SourceError, decode_python, decode_text, python_encoding, read_bytes
 from portscan.pool import map_in_processes
@@ -163,6 +164,13 @@ def _fix_text_file(source: SourcePath, rules: RuleSet, unsafe: bool, write: bool
     return _TextOutcome(result, tuple(errors))
 
 
+def _readable_text(source: SourcePath) -> str | None:
+    try:
+        return decode_python(read_bytes(source.path)) if source.kind == "python" else None
+    except SourceError:
+        return None
+
+
 def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True,
               config: Config | None = None, force_exclude: bool = False, cache: Path | None = None,
               workers: int | None = None) -> FixRun:
@@ -185,7 +193,10 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     imported = functools.cache(lambda: project_imports(discovery.root, waiting, excludes))
     scanned = open_cache(cache, rules, config)
     fixable = {rule.code for rule in rules.rules if rule.fix is not None}
+    gated = gated_paths(discovery.files, _readable_text, discovery.root)
     for source in discovery.files:
+        if gated and inside(source.path, gated):
+            continue  # loaded on one vendor only: vendor-branch code, never rewritten (see portscan.gated)
         if source.kind != "python":
             if has_text_fixes(rules, source.kind):
                 outcome = _fix_text_file(source, rules, unsafe, write, config, target, imported)
