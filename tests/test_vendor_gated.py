@@ -105,3 +105,16 @@ def test_fix_leaves_a_package_loaded_on_one_vendor_alone(tmp_path: Path, rules) 
     write(tmp_path, {"tests/test_unpack.py": "from pkg.extensions.cuda import ext\n"})
     loud = fix_paths([tmp_path], rules, unsafe=True, write=False)
     assert [f.path for f in loud.files if f.applied] == ["pkg/extensions/cuda/__init__.py"]
+
+
+def test_the_gated_packages_are_cached_with_the_tree_they_were_read_from(tmp_path: Path, rules) -> None:
+    project, cache = tmp_path / "project", tmp_path / "cache"
+    write(project, FILES)
+    cold = scan_paths([project], rules, cache=cache)
+    warm = scan_paths([project], rules, cache=cache)
+    assert warm.findings == cold.findings
+    assert not [f for f in warm.findings if f.path.startswith("pkg/extensions/cuda/") and f.guard != "vendor-branch"]
+    write(project, {"tests/test_unpack.py": "from pkg.extensions.cuda import ext\n"})  # the tree changed
+    after = scan_paths([project], rules, cache=cache)
+    assert ("pkg/extensions/cuda/unpack.cu", "PS912") in {(f.path, f.rule) for f in after.findings
+                                                         if f.severity.value != "info"}

@@ -18,17 +18,14 @@ Imports in a function count as unguarded; nothing else about reachability is inf
 
 from __future__ import annotations
 
+import ast
 import bisect
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from portscan.discover import SourcePath
-from portscan.parse import SourceError
-
-if TYPE_CHECKING:
-    import libcst as cst
+from portscan.match.levels import VENDOR_TEXT, VENDOR_WORD
 
 #: words a vendor check in a Python condition is written with (case as written)
 _VENDOR_WORDS = ("version.hip", "version.cuda", "rocm", "ROCM", "ROCm", "is_hip", "IS_HIP", "_hip")
@@ -74,7 +71,7 @@ def gated_paths(files: Sequence[SourcePath], text: Callable[[SourcePath], str | 
     return frozenset(gated)
 
 
-def _gating_imports(text: str) -> Iterator[tuple[cst.Import | cst.ImportFrom, bool]]:
+def _gating_imports(text: str) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
     """The imports of each ``if`` statement :data:`_GATING` finds, read from that
     statement's own lines (a whole file is parsed only where they do not parse alone)."""
     lines = text.splitlines(keepends=True)
@@ -132,51 +129,56 @@ def _may_gate(text: str) -> bool:
     return any(word in text for word in _VENDOR_WORDS) and _GATING.search(text) is not None
 
 
-def _imports(text: str) -> Iterator[tuple[cst.Import | cst.ImportFrom, bool]]:
-    """Every import statement, and whether it sits in a branch of a vendor check."""
-    import libcst as cst  # here: a scan with nothing to decide never imports LibCST
-
-    from portscan.match.guards import is_vendor_check
-    from portscan.match.syntax import children
-    from portscan.parse import parse_for_matching
-
+def _imports(text: str) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement, and whether it sits in a branch of a vendor check. Read
+    with CPython's ``ast`` (a warm scan parses nothing else and never loads LibCST)."""
     try:
-        module = parse_for_matching(text)
-    except SourceError:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
         return
-    stack: list[tuple[cst.CSTNode, bool]] = [(module, False)]
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack:
         node, in_branch = stack.pop()
-        if isinstance(node, (cst.Import, cst.ImportFrom)):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
             yield node, in_branch
             continue
-        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             in_branch = False  # called from anywhere: no longer under the check
-        elif isinstance(node, cst.If) and is_vendor_check(node.test):
+        elif isinstance(node, ast.If) and _vendor_test(node.test):
             in_branch = True
-        stack.extend((child, in_branch) for child in children(node))
+        stack.extend((child, in_branch) for child in ast.iter_child_nodes(node))
 
 
-def _targets(statement: cst.Import | cst.ImportFrom, importer: Path, root: Path) -> list[Path]:
+def _vendor_test(test: ast.expr) -> bool:
+    """:func:`portscan.match.guards.is_vendor_check` on CPython's tree: ``torch.version.hip``
+    or ``.cuda``, a name like ``is_rocm``/``IS_HIP``, or a string naming a vendor."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.Attribute) and (
+                VENDOR_WORD.search(node.attr) or (node.attr in ("hip", "cuda") and isinstance(node.value, ast.Attribute)
+                                                  and node.value.attr == "version")):
+            return True
+        if isinstance(node, ast.Name) and VENDOR_WORD.search(node.id):
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and VENDOR_TEXT.search(node.value):
+            return True
+    return False
+
+
+def _targets(statement: ast.Import | ast.ImportFrom, importer: Path, root: Path) -> list[Path]:
     """The project's own modules or packages an import names (existing paths only)."""
-    import libcst as cst
-
-    if isinstance(statement, cst.Import):
-        return [p for alias in statement.names
-                if (p := _absolute(cst.helpers.get_full_name_for_node(alias.name) or "", root)) is not None]
-    level = len(statement.relative)
-    module = cst.helpers.get_full_name_for_node(statement.module) if statement.module is not None else ""
-    if level:
+    if isinstance(statement, ast.Import):
+        return [p for alias in statement.names if (p := _absolute(alias.name, root)) is not None]
+    module = statement.module or ""
+    if statement.level:
         base = importer.parent
-        for _ in range(level - 1):
+        for _ in range(statement.level - 1):
             base = base.parent
         found = _existing(base.joinpath(*module.split("."))) if module else base
     else:
-        found = _absolute(module or "", root)
+        found = _absolute(module, root)
     if found is None:
         return []
-    names = [] if isinstance(statement.names, cst.ImportStar) else \
-        [cst.helpers.get_full_name_for_node(a.name) or "" for a in statement.names]
+    names = [a.name for a in statement.names if a.name != "*"]
     below = [p for name in names if found.is_dir() and (p := _existing(found / name)) is not None]
     return below or [found]
 

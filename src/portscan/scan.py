@@ -580,12 +580,37 @@ def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs
             return None
 
     root = discovery.root
-    gated = gated_paths(discovery.files, text, root)
+    gated = _gated_cached(discovery, inputs, text)
     if not gated:
         return findings
     gated |= {root / rel for e in extensions if inside(root / e.path, gated) for rel in (*e.sources, *e.headers)}
     return [dataclasses.replace(f, severity=Severity.INFO, guard=VENDOR_BRANCH, fix=None)
             if f.guard != TYPE_CHECKING_GUARD and inside(root / f.path, gated) else f for f in findings]
+
+
+def _gated_cached(discovery: Discovery, inputs: _Inputs, text: Callable[[SourcePath], str | None]
+                  ) -> frozenset[Path]:
+    """:func:`portscan.gated.gated_paths`, kept in the cache under the size and mtime of
+    every Python file of the tree (a warm scan reads no file twice for it)."""
+    python = [s for s in discovery.files if s.kind == "python"]
+    key = None
+    if inputs.cache is not None and not inputs.overrides:
+        digest = hashlib.sha256(inputs.cache.salt.encode())
+        try:
+            for source in python:
+                stat = source.path.stat()
+                digest.update(f"{source.rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+            key = f"gated:{digest.hexdigest()}"
+        except OSError:
+            key = None
+    if key is not None and inputs.cache is not None:
+        cached = inputs.cache.get_as(tuple[str, ...], key)
+        if cached is not None:
+            return frozenset(discovery.root / rel for rel in cached)
+    gated = gated_paths(python, text, discovery.root)
+    if key is not None and inputs.cache is not None:
+        inputs.cache.put_as(tuple[str, ...], key, tuple(sorted(relative(g, discovery.root) for g in gated)))
+    return gated
 
 
 def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:

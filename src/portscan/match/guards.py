@@ -49,7 +49,6 @@ The vendor test is a syntactic heuristic, stated here so users can predict it.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -65,6 +64,8 @@ from portscan.match.levels import (  # noqa: F401 - re-exported
     TUNING,
     TYPE_CHECKING,
     VENDOR_BRANCH,
+    VENDOR_TEXT,
+    VENDOR_WORD,
     guarded_severity,
 )
 
@@ -74,12 +75,6 @@ FALLBACK_EXCEPTIONS = frozenset({
     "FileNotFoundError", "RuntimeError", "AttributeError", "TypeError", "ValueError",
     "CalledProcessError", "SubprocessError", "NVMLError", "AssertionError",
 })
-_VENDOR_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd)(_|$)|^gcnArchName$")
-#: a vendor named in a string the condition tests (``"nvidia" in gpu_name``, ``backend == "rocm"``,
-#: ``provider == "TensorrtExecutionProvider"``: ONNX Runtime's NVIDIA-only providers name it too)
-_VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanced micro devices)\b"
-                          r"|^(cuda|tensorrt)executionprovider$")
-
 def is_type_checking(test: cst.BaseExpression) -> bool:
     chain = dotted(test)
     return chain is not None and chain[1][-1] == "TYPE_CHECKING"
@@ -95,15 +90,15 @@ def is_vendor_check(expr: cst.CSTNode) -> bool:
             parts = chain[1]
             if parts[-2:] in (["version", "hip"], ["version", "cuda"]):
                 return True
-            if any(_VENDOR_WORD.search(part) for part in parts):
+            if any(VENDOR_WORD.search(part) for part in parts):
                 return True
             continue
         if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
             text = string_text(node)
-            if text is not None and _VENDOR_TEXT.search(text):
+            if text is not None and VENDOR_TEXT.search(text):
                 return True
             continue
-        if isinstance(node, cst.Attribute) and _VENDOR_WORD.search(node.attr.value):
+        if isinstance(node, cst.Attribute) and VENDOR_WORD.search(node.attr.value):
             return True
         stack.extend(children(node))
     return False

@@ -4,7 +4,18 @@ without parsing anything."""
 
 from __future__ import annotations
 
+import re
+
 from portscan.model import Severity
+
+#: what a vendor check is written with (``portscan.match.guards.is_vendor_check`` reads
+#: LibCST trees with them, ``portscan.gated`` CPython's): a name part ``is_rocm``/``IS_HIP``
+#: and a string tested in a condition (``"nvidia" in gpu_name``)
+VENDOR_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd)(_|$)|^gcnArchName$")
+#: a vendor named in a string the condition tests (``"nvidia" in gpu_name``, ``backend == "rocm"``,
+#: ``provider == "TensorrtExecutionProvider"``: ONNX Runtime's NVIDIA-only providers name it too)
+VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanced micro devices)\b"
+                          r"|^(cuda|tensorrt)executionprovider$")
 
 TYPE_CHECKING = "type-checking"
 VENDOR_BRANCH = "vendor-branch"
