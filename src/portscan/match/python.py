@@ -1194,8 +1194,8 @@ class _Resolver:
     def _commands(self, expr: cst.BaseExpression, scope: Scope, depth: int,
                   report: cst.BaseExpression | None = None
                   ) -> Iterator[tuple[str, cst.BaseExpression]]:
-        """Program words of a command: a string, an argv list, ``shlex.split(...)``, or a
-        name bound to one of those (then reported at the name, where the call uses it).
+        """Program words of a command: a string, an argv list, ``shlex.split(...)`` or
+        ``text.split()``, or a name bound to one of those (then reported at the name, where the call uses it).
         A program written as a path expression (``[CUDA_HOME + "/bin/nvcc", "-V"]``,
         ``os.path.join(cuda_home, "bin", "nvcc")``, ``shutil.which("nvidia-smi")``, a local
         bound to one, ``f'"{nvcc}" -V'``) is read as the path it ends in."""
@@ -1228,6 +1228,9 @@ class _Resolver:
             inner = _argument(expr, 0, "s")
             if inner is not None:
                 yield from self._commands(inner, scope, depth + 1, report)
+        elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "split"
+              and not expr.args and depth < 3):
+            yield from self._commands(expr.func.value, scope, depth + 1, report)  # CMD.split(), "nvidia-smi -L".split()
         elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and expr.func.attr.value == "join"
               and string_text(expr.func.value) == " " and len(expr.args) == 1 and depth < 3):
             yield from self._commands(expr.args[0].value, scope, depth + 1, report)  # " ".join(argv)
