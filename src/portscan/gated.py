@@ -33,7 +33,7 @@ _VENDOR_WORDS = ("version.hip", "version.cuda", "rocm", "ROCM", "ROCm", "is_hip"
 _IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:from|import)[ \t][^\n]*")
 #: a vendor word on a line ending in ``:``, with an import among the next four lines: the
 #: ``if``/``elif`` statements worth parsing for gated imports (the parse decides)
-_GATING = re.compile(r"(?:version\.(?:hip|cuda)|rocm|ROCM|ROCm|is_hip|IS_HIP|_hip)[^\n]*:[ \t]*\n[ \t]+"
+_GATING = re.compile(rf"(?:{'|'.join(map(re.escape, _VENDOR_WORDS))})[^\n]*:[ \t]*\n[ \t]+"
                      r"(?:[^\n]*\n[ \t]+){0,3}?(?:from[ \t]+[\w.]+[ \t]+import|import)[ \t]")
 
 
@@ -45,7 +45,7 @@ def gated_paths(files: Sequence[SourcePath], text: Callable[[SourcePath], str | 
     gated: set[Path] = set()
     for source in python:
         content = text(source)
-        if content and _may_gate(content):
+        if content and any(word in content for word in _VENDOR_WORDS):  # most files name no vendor
             gated.update(target for statement, in_branch in _gating_imports(content) if in_branch
                          for target in _targets(statement, source.path, root))
     stems = {p.stem for p in gated}
@@ -74,12 +74,15 @@ def gated_paths(files: Sequence[SourcePath], text: Callable[[SourcePath], str | 
 def _gating_imports(text: str) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
     """The imports of each ``if`` statement :data:`_GATING` finds, read from that
     statement's own lines (a whole file is parsed only where they do not parse alone)."""
+    matches = list(_GATING.finditer(text))
+    if not matches:
+        return
     lines = text.splitlines(keepends=True)
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
     done: set[int] = set()
-    for match in _GATING.finditer(text):
+    for match in matches:
         first = bisect.bisect_right(starts, match.start()) - 1
         head = lines[first].lstrip(" \t")
         if not head.startswith(("if ", "if(", "elif ", "elif(")):
@@ -122,11 +125,6 @@ def _logical_line(text: str, start: int) -> str:
 def inside(path: Path, gated: frozenset[Path]) -> bool:
     """Is ``path`` one of the gated modules or below a gated package?"""
     return any(path == g or g in path.parents for g in gated)
-
-
-def _may_gate(text: str) -> bool:
-    """A cheap test first (most files name no vendor), then the line pattern."""
-    return any(word in text for word in _VENDOR_WORDS) and _GATING.search(text) is not None
 
 
 def _imports(text: str) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:

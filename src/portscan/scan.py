@@ -593,23 +593,22 @@ def _gated_cached(discovery: Discovery, inputs: _Inputs, text: Callable[[SourceP
     """:func:`portscan.gated.gated_paths`, kept in the cache under the size and mtime of
     every Python file of the tree (a warm scan reads no file twice for it)."""
     python = [s for s in discovery.files if s.kind == "python"]
-    key = None
-    if inputs.cache is not None and not inputs.overrides:
-        digest = hashlib.sha256(inputs.cache.salt.encode())
-        try:
-            for source in python:
-                stat = source.path.stat()
-                digest.update(f"{source.rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-            key = f"gated:{digest.hexdigest()}"
-        except OSError:
-            key = None
-    if key is not None and inputs.cache is not None:
-        cached = inputs.cache.get_as(tuple[str, ...], key)
-        if cached is not None:
-            return frozenset(discovery.root / rel for rel in cached)
+    cache = None if inputs.overrides else inputs.cache  # texts in memory have no mtime
+    if cache is None:
+        return gated_paths(python, text, discovery.root)
+    digest = hashlib.sha256(cache.salt.encode())
+    try:
+        for source in python:
+            stat = source.path.stat()
+            digest.update(f"{source.rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    except OSError:
+        return gated_paths(python, text, discovery.root)
+    key = f"gated:{digest.hexdigest()}"
+    cached = cache.get_as(tuple[str, ...], key)
+    if cached is not None:
+        return frozenset(discovery.root / rel for rel in cached)
     gated = gated_paths(python, text, discovery.root)
-    if key is not None and inputs.cache is not None:
-        inputs.cache.put_as(tuple[str, ...], key, tuple(sorted(relative(g, discovery.root) for g in gated)))
+    cache.put_as(tuple[str, ...], key, tuple(sorted(relative(g, discovery.root) for g in gated)))
     return gated
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TYPE_CHECKING
 
@@ -192,17 +192,23 @@ def tested_strings(surface: PythonSurface) -> frozenset[str]:
     return frozenset(t for t in map(surface.text, _tested_nodes(surface)) if t is not None)
 
 
-def _tested_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
-    found: list[cst.BaseExpression] = []
+def _operand_pairs(surface: PythonSurface) -> Iterator[tuple[cst.BaseExpression, str, cst.BaseExpression, Any]]:
+    """(left, operator, right, scope) of each link of every comparison chain
+    (``a < b < c`` is ``a < b`` and ``b < c``)."""
     for comparison, scope in surface.compares:
         left = comparison.left
         for target in comparison.comparisons:
-            operator = surface.operator(target)
-            if operator in _TESTS:
-                found += _text_sources(surface, left, scope)
-                if operator in ("==", "!="):
-                    found += _text_sources(surface, target.comparator, scope)
+            yield left, surface.operator(target), target.comparator, scope
             left = target.comparator
+
+
+def _tested_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
+    found: list[cst.BaseExpression] = []
+    for left, operator, right, scope in _operand_pairs(surface):
+        if operator in _TESTS:
+            found += _text_sources(surface, left, scope)
+            if operator in ("==", "!="):
+                found += _text_sources(surface, right, scope)
     for call, scope in surface.calls:
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _SEARCHES and call.args:
             found += _text_sources(surface, call.args[0].value, scope)
@@ -213,15 +219,11 @@ def _compared_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
     """The operands of ``==``/``!=`` and the items of a literal collection a text is looked
     up in (``provider in ["A", "B"]``): texts compared whole with another."""
     found: list[cst.BaseExpression] = []
-    for comparison, _scope in surface.compares:
-        left = comparison.left
-        for target in comparison.comparisons:
-            operator = surface.operator(target)
-            if operator in ("==", "!="):
-                found += [left, target.comparator]
-            elif operator in ("in", "not in") and isinstance(target.comparator, (cst.List, cst.Tuple, cst.Set)):
-                found += [e.value for e in target.comparator.elements if isinstance(e, cst.Element)]
-            left = target.comparator
+    for left, operator, right, _scope in _operand_pairs(surface):
+        if operator in ("==", "!="):
+            found += [left, right]
+        elif operator in ("in", "not in") and isinstance(right, (cst.List, cst.Tuple, cst.Set)):
+            found += [e.value for e in right.elements if isinstance(e, cst.Element)]
     return found
 
 

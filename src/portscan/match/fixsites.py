@@ -317,10 +317,10 @@ def flag_values(listed: cst.List, flagged: Callable[[str], bool]) -> list[cst.Ba
 
 def parents(module: cst.Module) -> dict[cst.CSTNode, cst.CSTNode]:
     """Each code-carrying node's parent (iterative: deep nesting does not recurse)."""
-    return _parents_below(module, [module])
+    return _parents_below([module])
 
 
-def _parents_below(module: cst.Module, roots: Sequence[cst.CSTNode]) -> dict[cst.CSTNode, cst.CSTNode]:
+def _parents_below(roots: Sequence[cst.CSTNode]) -> dict[cst.CSTNode, cst.CSTNode]:
     found: dict[cst.CSTNode, cst.CSTNode] = {}
     stack: list[cst.CSTNode] = list(roots)
     while stack:
@@ -347,7 +347,7 @@ class Parents:
             return None
         if self._lines is None:
             lines = [s for s in self.module.body if isinstance(s, cst.SimpleStatementLine)]
-            self._lines = {**{s: self.module for s in self.module.body}, **_parents_below(self.module, lines)}
+            self._lines = {**{s: self.module for s in self.module.body}, **_parents_below(lines)}
         found = self._lines.get(node)
         return found if found is not None else self.all().get(node)
 
