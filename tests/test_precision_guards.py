@@ -218,3 +218,15 @@ def test_onnx_runtime_provider_names_compared_or_branched_on(rules) -> None:
 def test_a_cuda_test_beside_a_hip_test_dispatches_by_vendor(rules, dispatch, expected) -> None:
     [finding] = [(s, g) for _, rule, s, g in found(rules, "import torch\n" + dispatch) if rule == "PS402"]
     assert finding == expected
+
+
+@pytest.mark.parametrize("leave, expected", [
+    ("pytest.skip('CUDA only')", ("info", "vendor-branch")),
+    ("sys.exit(0)", ("info", "vendor-branch")),
+    # builds a decorator and goes on: the CUDA version is still read on ROCm
+    ("unittest.skip('CUDA only')", ("error", None)),
+])
+def test_a_skip_under_a_vendor_check_ends_the_block_only_if_it_leaves(rules, leave, expected) -> None:
+    source = (f"import sys, unittest\nimport pytest\nimport torch\n\ndef test_version():\n"
+              f"    if torch.version.hip:\n        {leave}\n    major = int(torch.version.cuda.split('.')[0])\n")
+    assert [(s, g) for _, rule, s, g in found(rules, source) if rule == "PS401"] == [expected]

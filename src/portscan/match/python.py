@@ -1820,7 +1820,7 @@ def _names_in(test: cst.CSTNode) -> frozenset[str]:
 
 #: calls that leave the block as a ``raise`` does (a skipped test, an exit)
 _LEAVING_CALLS = frozenset({"pytest.skip", "pytest.xfail", "pytest.exit", "pytest.fail", "sys.exit", "os._exit",
-                            "exit", "quit", "self.skipTest", "unittest.skip"})
+                            "exit", "quit", "self.skipTest"})
 
 
 def _ends_in_jump(block: cst.BaseSuite) -> bool:
