@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
 from portscan.bounded import Regex
@@ -43,12 +43,16 @@ class Fragment:
 @dataclass(frozen=True, slots=True)
 class Anchor:
     """A prefilter token that is a regular expression over the file's import lines (see
-    :func:`import_lines`), for evidence words cannot give."""
+    :func:`import_lines`), for evidence words cannot give. Compiled on first use: a rule
+    pack holds hundreds, and a run over a few files tests only some of them."""
 
-    pattern: re.Pattern[str]
+    source: str
+    _compiled: re.Pattern[str] | None = field(default=None, init=False, repr=False, compare=False, hash=False)
 
     def occurs(self, imports: str) -> bool:
-        return self.pattern.search(imports) is not None
+        if self._compiled is None:
+            object.__setattr__(self, "_compiled", re.compile(self.source))
+        return self._compiled.search(imports) is not None  # type: ignore[union-attr]
 
 
 _IMPORT_WORD = re.compile(r"\b(?:from|import)[ \t]")
@@ -93,7 +97,7 @@ def import_anchor(module: str) -> Anchor:
     """``import m``, ``import a, m.sub as x``, ``from m import ...``, ``from m.sub import``
     for the top-level package of ``module``."""
     root = re.escape(module.split(".")[0])
-    return Anchor(re.compile(rf"\bfrom\s+{root}\b|\bimport\s+(?:[\w.]+(?:\s+as\s+\w+)?\s*,\s*)*{root}\b"))
+    return Anchor(rf"\bfrom\s+{root}\b|\bimport\s+(?:[\w.]+(?:\s+as\s+\w+)?\s*,\s*)*{root}\b")
 
 
 def relative_import_anchor(modules: Sequence[str]) -> Anchor:
@@ -101,8 +105,8 @@ def relative_import_anchor(modules: Sequence[str]) -> Anchor:
     parentheses over several lines), or of a name from one (``from .cutlass import
     FwOp``, not ``from .cutlass.utils import``)."""
     names = "|".join(re.escape(m) for m in modules)
-    return Anchor(re.compile(rf"\bfrom\s+\.+(?:\w+\.)*(?:{names})\s+import\b"
-                             rf"|\bfrom\s+\.+[\w.]*\s+import\b[^\n]*\b(?:{names})\b"))
+    return Anchor(rf"\bfrom\s+\.+(?:\w+\.)*(?:{names})\s+import\b"
+                  rf"|\bfrom\s+\.+[\w.]*\s+import\b[^\n]*\b(?:{names})\b")
 
 
 Token = str | Fragment | Anchor  #: a whole word ("tensorrt", "nvidia-smi"), a fragment or an anchor
@@ -195,7 +199,7 @@ def qualified_sets(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
         tail = ".".join(parts[-2:])
         names_in_import = "|".join(re.escape(p) for p in parts[-2:])
         sets.append(segments | {tail})
-        sets.append(segments | {Anchor(re.compile(rf"\b(?:{names_in_import})\b"))})
+        sets.append(segments | {Anchor(rf"\b(?:{names_in_import})\b")})
     return tuple(sets)
 
 
@@ -219,7 +223,7 @@ class _Text:
 
     __slots__ = ("text", "words", "compounds", "known", "_folded", "_imports")
 
-    def __init__(self, text: str, vocabulary: frozenset[str], compounds: dict[str, re.Pattern[str]]) -> None:
+    def __init__(self, text: str, vocabulary: frozenset[str], compounds: dict[str, str]) -> None:
         self.text = text
         self.words = vocabulary.intersection(ascii_words(text))
         self.compounds = compounds
@@ -232,7 +236,7 @@ class _Text:
         known = self.known.get(token)
         if known is None:
             if isinstance(token, str):
-                known = token in self.text and self.compounds[token].search(self.text) is not None
+                known = token in self.text and re.search(self.compounds[token], self.text) is not None
             elif isinstance(token, Fragment):
                 if token.ignore_case and self._folded is None:
                     self._folded = self.text.casefold()
@@ -254,8 +258,7 @@ class Prefilter(Generic[R]):
         words = {t for t in tokens if isinstance(t, str)}
         self._words = frozenset(t for t in words if _WORD.fullmatch(t))
         #: tokens that are not plain words ("nvidia-smi"), each with its own bounded search
-        self._compounds = {t: re.compile(r"(?<!\w)" + re.escape(t) + r"(?!\w)")
-                           for t in sorted(words - self._words)}
+        self._compounds = {t: r"(?<!\w)" + re.escape(t) + r"(?!\w)" for t in sorted(words - self._words)}
         self._rules = tuple(rule for rule, _ in planned)
         #: each token set as (rule's position, its plain words, the rest), filed under its
         #: longest plain word (None: it has none), so a text's words pick the sets to test
