@@ -7,6 +7,7 @@ from dataclasses import replace
 import subprocess
 import sys
 import tarfile
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -120,6 +121,24 @@ def test_labels_and_judgements_are_scored(tmp_path: Path) -> None:
     assert "| trap violations (warning or above on a trap) | 0.50 (1/2) |" in text
     assert "Skipped (tree not available" in text and "other-tree" in text
     assert "train.py:12 [python] a miss — portscan: PS401 error at 4, PS202 info at 10, PS401 error at 2" in text
+
+
+def test_a_use_line_is_judged_apart_from_the_findings_and_counted_once(tmp_path: Path) -> None:
+    """Precision is per finding; a line a finding lists in ``uses`` has its own verdict
+    in the second row, and a place that is both a finding and a use counts once."""
+    tree = read_tree(write_tree(tmp_path))
+    judged_false_use = dataclasses.replace(tree.judgements[1], rule="PS401", line=30)
+    tree = dataclasses.replace(tree, judgements=(tree.judgements[0], judged_false_use))
+    findings = [Finding("PS401", "train.py", 2, "error"),
+                Finding("PS401", "train.py", 2, "error", use=True),  # the same place again, as a use
+                Finding("PS401", "train.py", 30, "error", use=True)]
+    score = Score()
+    score_tree(tree, findings, {}, score)
+    assert score.verdicts == {"true": 1} and score.use_verdicts == {"false": 1}
+    assert score.unjudged == [] and score.gone == 0
+    now = run.headline(score)
+    assert now["precision"].startswith("1.00 (1 true, 0 false")
+    assert now["precision_lines"].startswith("0.50 (1 true, 1 false, 0 debatable; use lines alone: 0 true, 1 false")
 
 
 def test_the_headline_shows_the_reference_columns_beside_todays_figures(tmp_path: Path) -> None:

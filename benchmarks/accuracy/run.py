@@ -156,8 +156,8 @@ def scan(root: Path) -> tuple[list[Finding], float]:
         raise CorpusError(f"{root}: portscan failed ({done.returncode}): {done.stderr[-800:]}")
     report = json.loads(done.stdout)
     # a finding stands for its listed uses as well (one finding per import, its uses listed)
-    found = [Finding(f["rule"], f["path"], line, f["severity"]) for f in report["findings"]
-             for line in [f["line"], *(use["line"] for use in f.get("uses", ()))]]
+    found = [Finding(f["rule"], f["path"], line, f["severity"], use) for f in report["findings"]
+             for line, use in [(f["line"], False), *((u["line"], True) for u in f.get("uses", ()))]]
     return found, elapsed
 
 
@@ -184,12 +184,14 @@ MEASURES = {
     "recall_cuda": "recall, warning or above, labels with a CUDA token nearby",
     "traps": "trap violations (warning or above on a trap)",
     "precision": "judged precision of warnings and errors (true / (true + false))",
+    "precision_lines": "judged precision with each use line a finding lists counted as a finding too",
 }
 
 
 def headline(score: Score) -> dict[str, str]:
     """Today's figure per measure, as the tables print it."""
-    t, v = score.total, score.verdicts
+    t, v, u = score.total, score.verdicts, score.use_verdicts
+    lines = v + u
     return {
         "recall": f"{ratio(t.found, t.true)} ({t.found}/{t.true})",
         "recall_any": f"{ratio(t.found_any, t.true)} ({t.found_any}/{t.true})",
@@ -197,6 +199,9 @@ def headline(score: Score) -> dict[str, str]:
         "traps": f"{ratio(t.violations, t.traps)} ({t.violations}/{t.traps})",
         "precision": f"{precision(v)} ({v['true']} true, {v['false']} false, {v['debatable']} debatable; "
                      f"{len(score.unjudged)} not yet judged, {score.gone} judged ones no longer reported)",
+        "precision_lines": f"{precision(lines)} ({lines['true']} true, {lines['false']} false, "
+                           f"{lines['debatable']} debatable; use lines alone: {u['true']} true, {u['false']} false, "
+                           f"{u['debatable']} debatable)",
     }
 
 

@@ -76,6 +76,9 @@ class Finding:
     path: str
     line: int
     severity: str
+    #: a line another finding lists in its ``uses`` (a later use of the same import): it
+    #: counts for recall, and is judged, but it is not a warning of its own
+    use: bool = False
 
 
 class CorpusError(ValueError):
@@ -194,6 +197,8 @@ class Score:
     misses: list[tuple[Label, list[Finding]]] = field(default_factory=list)
     violations: list[tuple[Label, list[Finding]]] = field(default_factory=list)
     verdicts: Counter[str] = field(default_factory=Counter)  #: judged findings still reported
+    #: judged use lines still reported (lines a finding lists in ``uses``)
+    use_verdicts: Counter[str] = field(default_factory=Counter)
     unjudged: list[tuple[str, Finding]] = field(default_factory=list)  #: warnings/errors nobody judged
     gone: int = 0  #: judged findings no longer reported
 
@@ -229,17 +234,16 @@ def score_tree(tree: Tree, findings: Sequence[Finding], has_cuda: Mapping[Label,
             group.add(one)
     if tree.kind == "precision":
         judged = {(j.rule, j.path, j.line): j.verdict for j in tree.judgements}
-        reported = set()
-        for f in findings:
-            if f.severity not in WARNING_UP:
-                continue
-            verdict = judged.get((f.rule, f.path, f.line))
-            reported.add((f.rule, f.path, f.line))
+        warned = [f for f in findings if f.severity in WARNING_UP]
+        # one verdict per (rule, place): a finding's own line over a use listed there too
+        places = {(f.rule, f.path, f.line): f for f in sorted(warned, key=lambda f: not f.use)}
+        for key, f in places.items():
+            verdict = judged.get(key)
             if verdict is None:
                 into.unjudged.append((tree.id, f))
             else:
-                into.verdicts[verdict] += 1
-        into.gone += len(set(judged) - reported)
+                (into.use_verdicts if f.use else into.verdicts)[verdict] += 1
+        into.gone += len(set(judged) - set(places))
 
 
 def ratio(part: int, whole: int) -> str:
