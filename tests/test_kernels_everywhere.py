@@ -86,6 +86,23 @@ def test_a_summary_is_not_zero_when_only_headers_hold_findings(tmp_path: Path, r
     assert extension.findings == 1
 
 
+def test_a_header_a_cuda_source_includes_is_cuda_code_without_a_cuda_token(tmp_path: Path, rules) -> None:
+    """A header holding only ``#define WARP_SIZE 32`` / ``#define FULL_MASK 0xffffffff``
+    is compiled into every ``.cu`` that includes it (directly or through another header):
+    read as CUDA, walk or extension first. The same header included only by plain C++ is
+    not lexed."""
+    defines = "#define MAX_THREADS 1024\n#define WARP_SIZE 32\n#define FULL_MASK 0xffffffff\n"
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "common_defs.h").write_text(defines)
+    (tmp_path / "kernels" / "wrap.cuh").write_text('#include "common_defs.h"\n')
+    (tmp_path / "kernels" / "lsh.cu").write_text('#include "wrap.cuh"\n__global__ void k() {}\n')
+    (tmp_path / "host").mkdir()
+    (tmp_path / "host" / "defs.h").write_text(defines)
+    (tmp_path / "host" / "main.cpp").write_text('#include "defs.h"\nint main() { return 0; }\n')
+    found = [(f.path, f.span.line, f.rule) for f in scan_paths([tmp_path], rules).findings]
+    assert found == [("kernels/common_defs.h", 2, "PS910"), ("kernels/common_defs.h", 3, "PS912")]
+
+
 @pytest.mark.parametrize("sources", [
     'glob.glob(os.path.join(csrc, "*.cu"))',
     '[p for p in glob.glob(osp.join("csrc", "*.cu")) if "hip" not in p]',

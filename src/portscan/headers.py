@@ -1,6 +1,6 @@
-"""The project headers a CUDA extension's sources include, so that the extension's
-summary counts the findings in them (a ``.cu`` file's warp code often lives in a
-``.cuh``/``.h`` beside it)."""
+"""The project headers CUDA sources include: an extension's summary counts the findings
+in them, and a scan reads them as CUDA (a ``.cu`` file's warp code often lives in a
+``.cuh``/``.h`` beside it, and such a header need not say "cuda" anywhere)."""
 
 from __future__ import annotations
 
@@ -49,3 +49,12 @@ def included_headers(sources: Sequence[Path], dirs: Sequence[Path], read: Callab
             found.append(header)
             queue.append(header)
     return found
+
+
+def cuda_headers(cuda_sources: Sequence[Path], read: Callable[[Path], str | None],
+                 limit: int = 5000) -> frozenset[Path]:
+    """The project headers (resolved paths) that ``.cu``/``.cuh`` sources include,
+    directly or through other headers: they are compiled as part of a CUDA translation
+    unit, so they are CUDA code whatever their suffix (``common_cuda.h`` holding only
+    ``#define WARP_SIZE 32`` and ``#define FULL_MASK 0xffffffff``)."""
+    return frozenset(h.resolve() for h in included_headers(cuda_sources, (), read, limit))

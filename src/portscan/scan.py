@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from portscan.config import Config, ignored_codes
 from portscan.filekinds import BY_NAME, MatchContext, file_kind
-from portscan.headers import included_headers
+from portscan.headers import cuda_headers, included_headers
 from portscan.discover import (
     Excludes,
     Discovery,
@@ -529,7 +529,7 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
     same text (``portscan fix`` passes those of its last pass). ``parser`` says how
     Python is parsed (:data:`portscan.parse.PARSERS`; the findings are the same)."""
     excludes = Excludes.of(config)
-    discovery = discover(paths, excludes, force_exclude)
+    discovery = _headers_as_cuda(discover(paths, excludes, force_exclude), overrides or {})
     store = open_cache(cache, rules, config, parser)
     wants_table = any(r.pattern.kind == "cuda-api" for r in rules.rules)
     inputs = _Inputs(rules, discovery.root, overrides or {}, config, report_unused, store, known or {},
@@ -542,6 +542,31 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
             store.close()
 
 
+def _headers_as_cuda(discovery: Discovery, overrides: Mapping[Path, str]) -> Discovery:
+    """The discovered C++ headers that CUDA sources include become ``cuda`` files (see
+    :func:`portscan.headers.cuda_headers`), so the walk and an extension's summary read
+    them alike whichever reaches them first."""
+    sources = [s.path for s in discovery.files if s.kind == "cuda"]
+    if not sources:
+        return discovery
+
+    def read(path: Path) -> str | None:
+        override = overrides.get(path.absolute())
+        if override is not None:
+            return override
+        try:
+            return read_source(path, "cpp")
+        except SourceError:
+            return None
+
+    included = cuda_headers(sources, read)
+    if not included:
+        return discovery
+    return dataclasses.replace(discovery, files=tuple(
+        dataclasses.replace(s, kind="cuda") if s.kind == "cpp" and s.path.resolve() in included else s
+        for s in discovery.files))
+
+
 def _extension(inputs: _Inputs, scan: Callable[[SourcePath], _Outcome], declaring: SourcePath, name: str,
                line: int, files: list[Path], missing: list[str]) -> Extension:
     """An extension's summary: its sources and the project headers they include, each
@@ -551,7 +576,9 @@ def _extension(inputs: _Inputs, scan: Callable[[SourcePath], _Outcome], declarin
     headers = [h for h in included_headers(files, dirs, lambda path: _text_or_none(inputs, path))
                if h.resolve().is_relative_to(inputs.root.resolve())]  # a scan reports inside its root
     sources = [inputs.source(f, file_kind(f) or "cuda") for f in files]
-    included = [inputs.source(h, file_kind(h) or "cpp") for h in headers]
+    kernels = [f for f in files if file_kind(f) == "cuda"]
+    in_cuda = cuda_headers(kernels, lambda path: _text_or_none(inputs, path)) if kernels else frozenset()
+    included = [inputs.source(h, "cuda" if h.resolve() in in_cuda else file_kind(h) or "cpp") for h in headers]
     results = [scan(s).result for s in [*sources, *included]]
     return Extension(name=name, path=declaring.rel, line=line, sources=tuple(s.rel for s in sources),
                      findings=sum(len(r.findings) for r in results), missing=tuple(missing),
