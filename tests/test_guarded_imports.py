@@ -99,6 +99,30 @@ def test_a_warning_import_stays_a_warning_when_guarded(rules) -> None:
     assert (finding.rule, finding.severity.value, finding.guard) == ("PS204", "warning", "fallback")
 
 
+@pytest.mark.parametrize(("use", "severity", "guard"), [
+    ("if te is not None and isinstance(module, te.LayerNormMLP):\n            return 1", "info", "fallback-equivalent"),
+    ("if isinstance(module, (te.Linear, te.LayerNorm)):\n            return 1", "info", "fallback-equivalent"),
+    ("if te is not None:\n            return te.Linear(8, 8)", "warning", "fallback"),  # builds with it: a lost feature
+    ("return isinstance(module, te.Linear) and te.fp8_autocast()", "warning", "fallback"),
+])
+def test_an_import_only_tested_against_loses_nothing(rules, use: str, severity: str, guard: str) -> None:
+    """No object of a type from a missing module exists: an optional import used only as
+    the type of ``isinstance``/``issubclass`` (and tested for None) is a probe, like one
+    read only for ``__version__`` (llm-foundry's param_init_fns)."""
+    source = f"""
+    try:
+        import transformer_engine.pytorch as te
+    except ImportError:
+        te = None
+
+
+    def init(module):
+        {use}
+    """
+    [finding] = [f for f in _scan(source, rules) if f.rule == "PS719"]
+    assert (finding.severity.value, finding.guard) == (severity, guard)
+
+
 def test_type_checking_and_vendor_branches_stay_info(rules) -> None:
     source = """
     from typing import TYPE_CHECKING

@@ -34,6 +34,11 @@ try:
 except ImportError:
     AdamW = torch.optim.AdamW
 
+try:  # only tested against: an object is a TensorRT engine only where TensorRT imported
+    import tensorrt as trt
+except ImportError:
+    trt = None
+
 log = logging.getLogger(__name__)
 
 IS_ROCM = torch.version.hip is not None
@@ -344,3 +349,12 @@ def offload(module: torch.nn.Module, storage_dtype: torch.dtype = torch.float8_e
     """An FP8 storage dtype for offloaded weights, cast back to the compute dtype on use."""
     for p in module.parameters():
         p.data = p.data.to(storage_dtype)
+
+
+
+def describe(obj: object) -> str:
+    """Type tests against an optional library's classes (llm-foundry's param_init_fns tests
+    `te is not None and isinstance(module, te.LayerNormMLP)` the same way)."""
+    if trt is not None and isinstance(obj, (trt.ICudaEngine, trt.IExecutionContext)):
+        return "a TensorRT engine"
+    return type(obj).__name__

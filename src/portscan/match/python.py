@@ -345,6 +345,9 @@ class _Collector(Walker):
         #: the ids of names tested against (``x in NAME``, ``isinstance(x, NAME)``)
         self.literal_sets: list[tuple[str, Scope, cst.Tuple | cst.List | cst.Set]] = []
         self.tested_containers: set[int] = set()
+        #: the ids of the types a value is tested against (``isinstance(m, te.Linear)``,
+        #: each item of ``issubclass(c, (a.X, b.Y))``)
+        self.type_operands: set[int] = set()
         #: the tests of conditions that only choose numbers (see syntax.picks_numbers)
         self.number_choices: list[cst.BaseExpression] = []
         #: (body, what its handlers catch without re-raising) of every ``try`` that catches
@@ -735,7 +738,10 @@ class _Collector(Walker):
         if callee == "bool" and len(node.args) == 1:
             self._mark_test(node)
         elif callee in ("isinstance", "issubclass") and len(node.args) == 2:
-            self.tested_containers.add(id(node.args[1].value))
+            types = node.args[1].value
+            self.tested_containers.add(id(types))
+            self.type_operands.update(id(t) for t in (
+                [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]))
         elif callee in _CONVERSIONS and node.args and not node.args[0].star:
             self._mark_operand(node.args[0].value)
         elif callee in ("get", "pop") and isinstance(func, cst.Attribute) and node.args:
@@ -2295,21 +2301,27 @@ class _Bindings:
         return self._locals.get(id(statement), [])
 
     def probes_only(self, statement: cst.CSTNode) -> bool:
-        """Is every name ``statement`` binds used, and only for its metadata
-        (``vllm.__version__`` in an environment report)? Then a failed import loses a
-        line of a report, no feature."""
+        """Is every name ``statement`` binds used, and only to probe it: its metadata
+        (``vllm.__version__`` in an environment report), or as a type a value is tested
+        against (``te is not None and isinstance(m, te.LayerNormMLP)``: no object of a
+        type from a missing module exists), beside tests of the name's truth? Then a
+        failed import loses a line of a report or a branch nothing can reach, no feature."""
         names = set(self.locals(statement))
         if not names:
             return False
         used: set[str] = set()
-        for chain in self._collector.chains:
+        collector = self._collector
+        for chain in collector.chains:
             name = chain.parts[0]
             if name not in names:
                 continue
             owner = chain.scope.lookup(name)
             if owner is None or statement not in owner.imports.get(name, ()):
                 continue
-            if len(chain.parts) < 2 or chain.parts[1] not in _METADATA:
+            if len(chain.parts) == 1 and collector.usage.get(id(chain.nodes[0])) == "truth":
+                continue  # `if te is not None`: asks whether the import worked
+            if not (len(chain.parts) >= 2 and (chain.parts[1] in _METADATA
+                                               or id(chain.nodes[-1]) in collector.type_operands)):
                 return False
             used.add(name)
         return used == names
