@@ -139,6 +139,27 @@ def test_setup_py_requirements_through_variables() -> None:
         ("XX806", 8, "torch>=2")]
 
 
+def test_setup_py_extras_in_a_dict_bound_to_a_name_and_filled_item_by_item() -> None:
+    """``extras_require=extra_deps`` with ``extra_deps = {...}`` and ``extra_deps["gpu"] =
+    [...]`` (llm-foundry, composer, optimum); a copy or a comprehension over the other
+    extras adds nothing new and is not read."""
+    source = """\
+    import copy
+    from setuptools import setup
+    extra_deps = {"monitor": ["pynvml>=11"]}
+    extra_deps["dev"] = ["pytest"]
+    extra_deps["gpu"] = [
+        "cupy-cuda12x",
+    ]
+    extra_deps["gpu2"] = copy.deepcopy(extra_deps["gpu"])
+    extra_deps["all"] = {d for deps in extra_deps.values() for d in deps}
+    other = {}
+    other["x"] = ["pynvml"]
+    setup(name="demo", extras_require=extra_deps)
+    """
+    assert run("setup.py", source, *MANIFEST_RULES) == [("XX801", 3, "pynvml"), ("XX801", 6, "cupy-cuda12x")]
+
+
 def test_conda_environment() -> None:
     source = """\
     name: demo

@@ -34,7 +34,7 @@ class RequirementPattern:
     kind: ClassVar[str] = "requirement"
     surfaces: ClassVar[frozenset[str]] = MANIFESTS
     #: the sites of the Python walk it reads (see portscan.kinds.python_surface)
-    python_sites: ClassVar[frozenset[str]] = frozenset({"calls"})
+    python_sites: ClassVar[frozenset[str]] = frozenset({"calls", "item-stores"})  # extras filled item by item
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "package", "requirement"})
     names: tuple[str, ...]
     extras: tuple[str, ...] = ()  #: globs; one extra must match (``tensorflow[and-cuda]``)

@@ -1170,11 +1170,26 @@ class _Resolver:
                 section = SETUP_REQUIREMENT_SECTIONS.get(keyword)
                 if section is not None and keyword != "extras_require":
                     values = [arg.value]
-                elif keyword == "extras_require" and isinstance(arg.value, cst.Dict):
-                    values = [e.value for e in arg.value.elements if isinstance(e, cst.DictElement)]
+                elif keyword == "extras_require":
+                    values = list(self._extras_lists(arg.value, scope))
                 for value in values:
                     for node in self._string_items(value, scope):
                         yield node, string_text(node) or "", section or "install"
+
+    def _extras_lists(self, expr: cst.BaseExpression, scope: Scope) -> Iterator[cst.BaseExpression]:
+        """The lists an ``extras_require`` value maps extras to: a dict literal's values,
+        or a name bound to one and filled item by item (``extra_deps = {}``,
+        ``extra_deps["gpu"] = ["flash-attn==2.6.3"]``, as llm-foundry and composer do)."""
+        if isinstance(expr, cst.Dict):
+            yield from (e.value for e in expr.elements if isinstance(e, cst.DictElement))
+        elif isinstance(expr, cst.Name):
+            owner = scope.lookup(expr.value)
+            for (value, unpack), _ in _values(scope, expr.value):
+                if unpack is None and isinstance(value, cst.Dict):
+                    yield from self._extras_lists(value, scope)
+            yield from (value for chain, _, value in self.c.item_assigns
+                        if chain.parts == [expr.value] and owner is not None
+                        and chain.scope.lookup(expr.value) is owner)
 
     def keyword_strings(self, keywords: frozenset[str]) -> frozenset[int]:
         return frozenset(id(node) for call, scope in self.c.calls for arg in call.args
