@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from packaging.version import InvalidVersion, Version
 
 from portscan.kinds.python_surface import PythonSurface
-from portscan.kinds.spawn import DEFAULT_SPAWN_CALLEES
+from portscan.kinds.spawn import DEFAULT_SPAWN_CALLEES, spawn_words
 from portscan.bounded import Regex
 from portscan.kinds.sites import RequirementSite
 from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_list
@@ -99,9 +99,11 @@ class RequirementPattern:
         sets: list[frozenset[Token]] = [
             frozenset({"setup", keyword, Fragment(prefix, True, quoted=True)} if prefix else {"setup", keyword})
             for prefix in prefixes for keyword in SETUP_REQUIREMENT_SECTIONS]
-        # ... or run ``pip install`` (the package may sit anywhere in a shell string)
-        sets += [frozenset({"pip", "install", Fragment(prefix, True)} if prefix else {"pip", "install"})
-                 for prefix in prefixes]
+        # ... or run ``pip install`` through a process-spawning call (the package may sit
+        # anywhere in a shell string)
+        sets += [frozenset({"pip", "install", word, Fragment(prefix, True)} if prefix
+                           else {"pip", "install", word})
+                 for prefix in prefixes for word in sorted(spawn_words(DEFAULT_SPAWN_CALLEES))]
         if self.url is not None:
             fragments = regex_fragments(self.url)
             if fragments:  # the direct reference must match too

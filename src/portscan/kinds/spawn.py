@@ -36,6 +36,15 @@ DEFAULT_SPAWN_CALLEES = (
 )
 
 
+def spawn_words(callees: Sequence[str]) -> frozenset[str]:
+    """One word each of ``callees`` that a Python file calling it must spell: the longest
+    segment of its qualified name (every segment appears in a file that uses the name, the
+    import spelling out what an alias renames: ``subprocess``, ``system``, ``popen``). A
+    command run from Python is matched only where the module calls one of them, itself
+    or through its own helpers, so a file without any of these words needs no parse."""
+    return frozenset(max(callee.split("."), key=len) for callee in callees)
+
+
 @dataclass(frozen=True, slots=True)
 class SubprocessPattern:
     """A program name in the command passed to a process-spawning call."""
@@ -56,7 +65,7 @@ class SubprocessPattern:
         return cls(programs=programs, callees=callees)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
-        return tuple(frozenset({p}) for p in self.programs)
+        return tuple(frozenset({p, word}) for p in self.programs for word in sorted(spawn_words(self.callees)))
 
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
