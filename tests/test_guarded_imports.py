@@ -123,6 +123,44 @@ def test_an_import_only_tested_against_loses_nothing(rules, use: str, severity: 
     assert (finding.severity.value, finding.guard) == (severity, guard)
 
 
+@pytest.mark.parametrize(("handler", "severity"), [
+    ("LN = torch.nn.LayerNorm", "info"),
+    ("LN = None", "warning"),  # the feature is gone, not substituted
+])
+def test_a_local_the_try_picks_the_fused_class_into(rules, handler: str, severity: str) -> None:
+    """``LN = apex.normalization.FusedLayerNorm`` in the ``try``, ``LN = torch.nn.LayerNorm``
+    in the handler: the imports' only use picks a class that has an equivalent, so both
+    imports (the general apex rule's too) lose nothing (modelscope's vldoc)."""
+    source = f"""
+    import torch
+    try:
+        import apex
+        import apex.normalization
+        LN = apex.normalization.FusedLayerNorm
+    except ImportError:
+        {handler}
+    norm = LN(8)
+    """
+    found = {f.rule: f.severity.value for f in _scan(source, rules) if f.rule in ("PS201", "PS204")}
+    assert found == {"PS201": severity, "PS204": severity}
+
+
+def test_another_use_of_the_module_keeps_the_alias_import_loud(rules) -> None:
+    source = """
+    import torch
+    try:
+        import apex
+        import apex.normalization
+        LN = apex.normalization.FusedLayerNorm
+    except ImportError:
+        LN = torch.nn.LayerNorm
+    def step(model, opt):
+        return apex.amp.initialize(model, opt)
+    """
+    found = {f.rule: f.severity.value for f in _scan(source, rules) if f.rule in ("PS201", "PS204")}
+    assert found == {"PS201": "warning", "PS204": "warning"}
+
+
 def test_type_checking_and_vendor_branches_stay_info(rules) -> None:
     source = """
     from typing import TYPE_CHECKING

@@ -230,3 +230,18 @@ def test_a_skip_under_a_vendor_check_ends_the_block_only_if_it_leaves(rules, lea
     source = (f"import sys, unittest\nimport pytest\nimport torch\n\ndef test_version():\n"
               f"    if torch.version.hip:\n        {leave}\n    major = int(torch.version.cuda.split('.')[0])\n")
     assert [(s, g) for _, rule, s, g in found(rules, source) if rule == "PS401"] == [expected]
+
+
+@pytest.mark.parametrize("other_branch, expected", [
+    # the ROCm branch binds the name too: the CUDA import's value reaches the use on CUDA only
+    ("from torch.utils.cpp_extension import ROCM_HOME\n        CUDA_HOME = ROCM_HOME", ("info", "vendor-branch")),
+    # nothing binds it on ROCm: the use is not under the vendor check, and it stays loud
+    ("pass", ("error", None)),
+])
+def test_a_use_of_a_name_imported_in_one_vendor_branch(rules, other_branch, expected) -> None:
+    """mmengine's ``_get_cuda_home``: ``if is_rocm_pytorch(): CUDA_HOME = ROCM_HOME`` /
+    ``else: from torch.utils.cpp_extension import CUDA_HOME``, then ``return CUDA_HOME``."""
+    source = (f"def toolkit_home(is_rocm_pytorch):\n    if is_rocm_pytorch():\n        {other_branch}\n"
+              f"    else:\n        from torch.utils.cpp_extension import CUDA_HOME\n    return CUDA_HOME\n")
+    last = source.count("\n")  # the return
+    assert [(s, g) for line, rule, s, g in found(rules, source) if rule == "PS404" and line == last] == [expected]

@@ -34,6 +34,13 @@ try:
 except ImportError:
     AdamW = torch.optim.AdamW
 
+try:  # a local picks the fused class; torch's LayerNorm where apex is missing (modelscope's vldoc)
+    import apex
+    import apex.normalization
+    LN = apex.normalization.FusedLayerNorm
+except ImportError:
+    LN = torch.nn.LayerNorm
+
 try:  # only tested against: an object is a TensorRT engine only where TensorRT imported
     import tensorrt as trt
 except ImportError:
@@ -358,3 +365,14 @@ def describe(obj: object) -> str:
     if trt is not None and isinstance(obj, (trt.ICudaEngine, trt.IExecutionContext)):
         return "a TensorRT engine"
     return type(obj).__name__
+
+
+def toolkit_home() -> str | None:
+    """The toolkit of the build torch was made with (mmengine's _get_cuda_home): the CUDA
+    import runs on the CUDA build only, and the name holds ROCM_HOME on ROCm."""
+    if IS_ROCM:
+        from torch.utils.cpp_extension import ROCM_HOME
+        CUDA_HOME = ROCM_HOME
+    else:
+        from torch.utils.cpp_extension import CUDA_HOME
+    return CUDA_HOME

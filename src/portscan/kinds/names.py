@@ -142,12 +142,42 @@ class NamePattern:
                         if p.unless_listed_with and _listed_with(surface, node, chain.scope, p):
                             continue
                         done.add(rule.code)
-                        surface.hit(rule, id(node), node, name=qualified, via="")
+                        surface.hit(rule, id(node), node, origin=_rebound_import(chain, base), name=qualified,
+                                    via="")
         for node, qualified, carried in followed.values():
             _follow(surface, node, qualified, carried, 0, "")
         derived = [(rule, p) for rule, p in rules if p.follow and p.usage == "tag"]
         if derived:
             _derived_tags(surface, derived, {name for _, p in derived for name in p.names})
+
+
+def _rebound_import(chain: Any, base: str) -> cst.CSTNode | None:
+    """The one import statement that binds the chain's first name to ``base``, where the
+    scope also binds that name otherwise (``if is_rocm(): CUDA_HOME = ROCM_HOME`` / ``else:
+    from torch.utils.cpp_extension import CUDA_HOME``, then ``return CUDA_HOME``): the use
+    holds the import's value only where the import ran, so the import's vendor branch is
+    the use's too (reported as its origin)."""
+    name = chain.parts[0]
+    owner = chain.scope.lookup(name)
+    if owner is None or len(owner.bindings.get(name, ())) < 2:
+        return None
+    found = [s for s in owner.imports.get(name, ()) if base in _bound_names(s, name)]
+    return found[0] if len(found) == 1 else None
+
+
+def _bound_names(statement: cst.CSTNode, name: str) -> set[str]:
+    """What an absolute import statement binds ``name`` to (``from a import b as name``:
+    ``a.b``; ``import a.b``: ``a``)."""
+    if isinstance(statement, cst.ImportFrom):
+        if statement.relative or statement.module is None or isinstance(statement.names, cst.ImportStar):
+            return set()
+        module = cst.helpers.get_full_name_for_node(statement.module) or ""
+        return {f"{module}.{a.evaluated_name}" for a in statement.names
+                if (a.evaluated_alias or a.evaluated_name) == name}
+    if isinstance(statement, cst.Import):
+        return {a.evaluated_name if a.asname is not None else a.evaluated_name.split(".")[0]
+                for a in statement.names if (a.evaluated_alias or a.evaluated_name.split(".")[0]) == name}
+    return set()
 
 
 def _listed_with(surface: PythonSurface, node: cst.BaseExpression, scope: Any, p: NamePattern) -> bool:

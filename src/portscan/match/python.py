@@ -212,6 +212,10 @@ class _Index:
         #: one reads number-only conditions as tuning (guard ``tuning``)
         self.raises = any(rule.raises for rule in rules)
         self.tuning = any(_tunes(rule) for rule in rules)
+        #: every candidate rule's ``equivalents``: what a local picked in a ``try`` may fall
+        #: back to (``LN = apex.normalization.FusedLayerNorm`` / ``LN = torch.nn.LayerNorm``
+        #: makes ``import apex`` lose nothing too)
+        self.equivalents: tuple[str, ...] = tuple(sorted({e for rule in rules for e in rule.equivalents}))
 
 
 # --------------------------------------------------------------------------- sites
@@ -2152,10 +2156,13 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
         origin = resolver.origins.get(id(node))
         if guard is None and origin is not None and id(origin) in offsets:
             guard = guard_at(*offsets[id(origin)], rule)  # the value is written under a guard
+            if isinstance(origin, (cst.Import, cst.ImportFrom)) and guard != VENDOR_BRANCH:
+                guard = None  # an import that may fail in a `try` still binds the name on ROCm
         statement = bindings.import_statement(rule, site)
         folded = False
         if statement is not None:  # an import rule's own statement
-            if guard == FALLBACK and (tries.substituted(statement, bindings.locals(statement), rule.equivalents)
+            if guard == FALLBACK and (tries.substituted(statement, bindings.locals(statement), rule.equivalents,
+                                                        bindings, collector.index.equivalents)
                                       or bindings.probes_only(statement)):
                 guard = FALLBACK_EQUIVALENT
             import_guards.setdefault(id(statement), guard)
@@ -2315,6 +2322,33 @@ class _Bindings:
     def locals(self, statement: cst.CSTNode) -> list[str]:
         return self._locals.get(id(statement), [])
 
+    def try_aliases(self, statement: cst.CSTNode, found: FallbackTry) -> set[str] | None:
+        """The locals the ``try`` body assigns the names ``statement`` binds to (``LN =
+        apex.normalization.FusedLayerNorm``), or None where a name is used any other way
+        (or nowhere): then the import does more than pick a class."""
+        names = set(self.locals(statement))
+        if not names:
+            return None
+        assigned = {id(small.value): small.targets[0].target.value
+                    for small in small_statements(found.body)
+                    if isinstance(small, cst.Assign) and len(small.targets) == 1
+                    and isinstance(small.targets[0].target, cst.Name)}
+        aliases: set[str] = set()
+        used: set[str] = set()
+        for chain in self._collector.chains:
+            name = chain.parts[0]
+            if name not in names:
+                continue
+            owner = chain.scope.lookup(name)
+            if owner is None or statement not in owner.imports.get(name, ()):
+                continue
+            alias = assigned.get(id(chain.nodes[-1]))
+            if alias is None:
+                return None
+            aliases.add(alias)
+            used.add(name)
+        return aliases if used == names else None
+
     def probes_only(self, statement: cst.CSTNode) -> bool:
         """Is every name ``statement`` binds used, and only to probe it: its metadata
         (``vllm.__version__`` in an environment report), or as a type a value is tested
@@ -2362,19 +2396,25 @@ class _Tries:
         found = self.innermost(statement)
         return found is not None and name in found.substitutes
 
-    def substituted(self, statement: cst.CSTNode, names: Sequence[str], equivalents: Sequence[str]) -> bool:
-        """Does the handler bind every name ``statement`` imports to one of ``equivalents``?"""
+    def substituted(self, statement: cst.CSTNode, names: Sequence[str], equivalents: Sequence[str],
+                    bindings: _Bindings | None = None, any_equivalents: Sequence[str] = ()) -> bool:
+        """Does the handler bind every name ``statement`` imports to one of ``equivalents``?
+        With ``bindings``: or, where the name's only uses are assignments in the ``try`` to
+        locals (``LN = apex.normalization.FusedLayerNorm``), does it bind each such local to
+        one of ``any_equivalents`` (``except ImportError: LN = torch.nn.LayerNorm``)?"""
         found = self.innermost(statement)
-        if found is None or not names or not equivalents:
+        if found is None or not names:
             return False
-        wanted = set(equivalents)
 
-        def equivalent(substitute: Substitute) -> bool:
-            if substitute.full:
-                return substitute.full in wanted
-            return bool(substitute.parts) and bool(wanted.intersection(found.scope.qualified(substitute.parts)))
+        def bound_to_equivalent(name: str, wanted: Sequence[str]) -> bool:
+            return any(s.full in wanted if s.full else
+                       bool(s.parts) and bool(set(wanted).intersection(found.scope.qualified(s.parts)))
+                       for s in found.substitutes.get(name, ()))
 
-        return all(any(equivalent(s) for s in found.substitutes.get(name, ())) for name in names)
+        if equivalents and all(bound_to_equivalent(name, equivalents) for name in names):
+            return True
+        aliases = bindings.try_aliases(statement, found) if bindings is not None and any_equivalents else None
+        return bool(aliases) and all(bound_to_equivalent(a, any_equivalents) for a in aliases or ())
 
 
 def _helper_mentions(module: cst.Module, collector: _Collector) -> list[tuple[cst.CSTNode, list[cst.Name]]]:
