@@ -35,6 +35,7 @@ from portscan.match import Match, snippet
 from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.gated import gated_paths, inside
+from portscan.ported import hip_built, rocm_siblings
 from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.match.manifests import requirements_includes
@@ -595,8 +596,10 @@ def _text_or_none(inputs: _Inputs, path: Path) -> str | None:
 def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs,
                   extensions: Sequence[Extension]) -> list[Finding]:
     """Findings in the project's modules that it imports only inside vendor branches, and
-    in the sources and headers of the extensions those modules declare, take the
-    ``vendor-branch`` guard (see :mod:`portscan.gated`)."""
+    in the sources and headers of the extensions those modules declare (see
+    :mod:`portscan.gated`), in the sources its own CMake builds for HIP (see
+    :mod:`portscan.ported`), and in files with a ROCm sibling, take the ``vendor-branch``
+    guard."""
     if not any(f.severity is not Severity.INFO for f in findings):
         return findings
 
@@ -608,11 +611,14 @@ def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs
 
     root = discovery.root
     gated = _gated_cached(discovery, inputs, text)
-    if not gated:
-        return findings
     gated |= {root / rel for e in extensions if inside(root / e.path, gated) for rel in (*e.sources, *e.headers)}
+    ported = hip_built(discovery.files, text, root) | rocm_siblings(discovery.files)
+    if not gated and not ported:
+        return findings
     return [dataclasses.replace(f, severity=Severity.INFO, guard=VENDOR_BRANCH, fix=None)
-            if f.guard != TYPE_CHECKING_GUARD and inside(root / f.path, gated) else f for f in findings]
+            if f.guard != TYPE_CHECKING_GUARD and (inside(root / f.path, gated)
+                                                   or (root / f.path).resolve() in ported) else f
+            for f in findings]
 
 
 def _gated_cached(discovery: Discovery, inputs: _Inputs, text: Callable[[SourcePath], str | None]

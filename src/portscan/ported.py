@@ -1,0 +1,106 @@
+"""What a project already ports itself: the CUDA files it has a ROCm counterpart of.
+
+Two project-level facts, like :mod:`portscan.gated`, whose files' findings take the
+``vendor-branch`` guard:
+
+- **ROCm siblings** (:func:`rocm_siblings`): a file named for CUDA beside the same name
+  for ROCm (``full-cuda.Dockerfile`` and ``full-rocm.Dockerfile``,
+  ``requirements-cuda.txt`` and ``requirements-rocm.txt``) is the NVIDIA arm of a choice
+  the project already offers;
+- **sources built for HIP** (:func:`hip_built`), below.
+
+A project whose own CMake compiles its CUDA sources as HIP (llama.cpp's ``ggml-hip``:
+``enable_language(HIP)``, ``file(GLOB ... "../ggml-cuda/*.cu")``,
+``set_source_files_properties(... PROPERTIES LANGUAGE HIP)``) already ports them: what
+looks CUDA-only in them is under a HIP-excluding ``#if``, mapped by the project's own
+vendor header, or deliberate. Those sources, the project headers they include, and the
+CMake files that build the same sources for another vendor (the CUDA backend's own
+``CMakeLists.txt``) are vendor-branch code, a project-level fact like
+:mod:`portscan.gated`. Only CMake builds are read; a ``CUDAExtension`` that torch
+hipifies at build time is not a port, and its findings stay.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+from portscan.discover import SourcePath
+from portscan.headers import cuda_headers
+
+#: a CMake file that compiles for HIP
+_HIP_BUILD = re.compile(r"(?i)\benable_language\s*\(\s*HIP\b|\bLANGUAGES?\b[^)\n]*\bHIP\b|\bhip_add_(?:library|executable)\b")
+#: a source path or glob pattern naming CUDA sources in a CMake file
+_CUDA_PATH = re.compile(r"""["']?([\w./${}*\-]+\.cuh?)["']?(?=[\s)])""")
+#: ``file(GLOB_RECURSE ...)``: its patterns match in subdirectories too
+_RECURSE = re.compile(r"(?i)\bfile\s*\(\s*GLOB_RECURSE\b[^)]*")
+
+
+def hip_built(files: Sequence[SourcePath], text: Callable[[SourcePath], str | None], root: Path) -> frozenset[Path]:
+    """The files (absolute, resolved) a HIP build of the project's CMake compiles, the
+    headers they include, and the other CMake files that build the same sources."""
+    cmake = [(f, content) for f in files if f.kind == "cmake" and (content := text(f))]
+    hip = [(f, content) for f, content in cmake if _HIP_BUILD.search(content)]
+    if not hip:
+        return frozenset()
+    top = root.resolve()
+    sources = {p for f, content in hip for p in _cuda_sources(f.path, content) if p.is_relative_to(top)}
+    if not sources:
+        return frozenset()
+
+    def read(path: Path) -> str | None:
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    built = sources | cuda_headers(sorted(sources), read)
+    arms = {f.path.resolve() for f, content in cmake if (f, content) not in hip
+            and (mine := set(_cuda_sources(f.path, content))) and mine <= built}
+    return frozenset(built | arms)
+
+
+def _cuda_sources(cmake_file: Path, content: str) -> Iterator[Path]:
+    """The ``.cu``/``.cuh`` files a CMake file names or globs, resolved from its folder
+    (``${CMAKE_CURRENT_SOURCE_DIR}`` and the like read as that folder)."""
+    folder = cmake_file.parent
+    recursive = " ".join(m.group() for m in _RECURSE.finditer(content))
+    for match in _CUDA_PATH.finditer(_strip_comments(content)):
+        pattern = re.sub(r"\$\{CMAKE_CURRENT_(?:SOURCE|LIST)_DIR\}/?", "", match.group(1))
+        if "${" in pattern:
+            continue  # another variable: where it points is not known here
+        full = os.path.normpath(os.path.join(folder, pattern))
+        if any(c in pattern for c in "*?["):
+            found = glob.glob(full)
+            if match.group(1) in recursive:
+                head, tail = os.path.split(full)
+                found += glob.glob(os.path.join(head, "**", tail), recursive=True)
+            yield from (Path(p).resolve() for p in found if os.path.isfile(p))
+        elif os.path.isfile(full):
+            yield Path(full).resolve()
+
+
+def _strip_comments(content: str) -> str:
+    return re.sub(r"(?m)#.*$", "", content)
+
+
+#: how a file name says CUDA, and what its ROCm counterpart says instead
+_CUDA_WORD = re.compile(r"cuda|nvidia", re.IGNORECASE)
+_ROCM_WORDS = ("rocm", "hip", "amd")
+
+
+def rocm_siblings(files: Sequence[SourcePath]) -> frozenset[Path]:
+    """The files (absolute, resolved) whose name says CUDA where a sibling in the same
+    folder has the same name with ROCm, HIP or AMD in its place."""
+    names = {(f.path.parent, f.path.name.lower()) for f in files}
+    found = set()
+    for f in files:
+        name = f.path.name.lower()
+        if not _CUDA_WORD.search(name):
+            continue
+        if any((f.path.parent, _CUDA_WORD.sub(word, name)) in names for word in _ROCM_WORDS):
+            found.add(f.path.resolve())
+    return frozenset(found)

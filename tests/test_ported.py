@@ -1,0 +1,113 @@
+"""What a project already ports itself (``portscan.ported``): CUDA sources its own CMake
+compiles for HIP (llama.cpp's ggml-hip shape), the headers they include and the CMake
+file of the CUDA arm, and files named for CUDA beside the same name for ROCm, are
+vendor-branch code; a torch extension hipified at build time is no port and stays loud."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from portscan.ported import hip_built, rocm_siblings
+from portscan.discover import Excludes, discover
+from portscan.scan import scan_paths
+
+KERNELS = {
+    "src/backend-cuda/common.cuh": """
+        #pragma once
+        #define WARP_SIZE 32
+        static __device__ float warp_sum(float v) {
+            for (int offset = 16; offset > 0; offset >>= 1)
+                v += __shfl_xor_sync(0xffffffff, v, offset, 32);
+            return v;
+        }
+    """,
+    "src/backend-cuda/norm.cu": """
+        #include "common.cuh"
+        __global__ void norm(float* x) { x[threadIdx.x] = warp_sum(x[threadIdx.x]); }
+    """,
+    "src/backend-cuda/CMakeLists.txt": """
+        find_package(CUDAToolkit REQUIRED)
+        file(GLOB BACKEND_SOURCES "*.cu")
+        add_library(backend-cuda ${BACKEND_SOURCES})
+        set_target_properties(backend-cuda PROPERTIES CUDA_ARCHITECTURES "80;90")
+        target_link_libraries(backend-cuda PRIVATE CUDA::cublas)
+    """,
+}
+HIP_BUILD = {
+    "src/backend-hip/CMakeLists.txt": """
+        enable_language(HIP)
+        find_package(hip REQUIRED)
+        file(GLOB BACKEND_SOURCES_ROCM "../backend-cuda/*.cu")
+        add_library(backend-hip ${BACKEND_SOURCES_ROCM})
+        set_source_files_properties(${BACKEND_SOURCES_ROCM} PROPERTIES LANGUAGE HIP)
+        target_link_libraries(backend-hip PRIVATE hip::device)
+    """,
+}
+
+
+def write(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+
+
+def severities(root: Path, rules) -> dict[tuple[str, str], set[str]]:
+    found: dict[tuple[str, str], set[str]] = {}
+    for f in scan_paths([root], rules).findings:
+        found.setdefault((f.path, f.rule), set()).add(f.severity.value)
+    return found
+
+
+def test_sources_a_hip_build_of_the_project_compiles_are_vendor_branch(tmp_path: Path, rules) -> None:
+    write(tmp_path, {**KERNELS, **HIP_BUILD})
+    found = severities(tmp_path, rules)
+    kernel = {key for key in found if key[0].startswith("src/backend-cuda/")}
+    assert {("src/backend-cuda/common.cuh", "PS910"), ("src/backend-cuda/common.cuh", "PS912"),
+            ("src/backend-cuda/CMakeLists.txt", "PS943")} <= kernel
+    assert all(found[key] == {"info"} for key in kernel)  # the sources, the header, the CUDA arm's CMake
+
+
+def test_without_the_hip_build_the_same_sources_stay_loud(tmp_path: Path, rules) -> None:
+    write(tmp_path, KERNELS)
+    found = severities(tmp_path, rules)
+    assert found[("src/backend-cuda/common.cuh", "PS912")] == {"error"}
+    assert found[("src/backend-cuda/CMakeLists.txt", "PS943")] == {"warning"}
+
+
+def test_what_the_hip_build_reads(tmp_path: Path) -> None:
+    write(tmp_path, {**KERNELS, **HIP_BUILD, "src/other/k.cu": "__global__ void k() {}\n"})
+    files = discover([tmp_path], Excludes.of(None), False).files
+
+    def text(source):
+        return source.path.read_text()
+
+    built = {p.relative_to(tmp_path.resolve()).as_posix() for p in hip_built(files, text, tmp_path)}
+    assert built == {"src/backend-cuda/norm.cu", "src/backend-cuda/common.cuh", "src/backend-cuda/CMakeLists.txt"}
+
+
+def test_a_file_named_for_cuda_beside_its_rocm_counterpart(tmp_path: Path, rules) -> None:
+    cuda_image = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nRUN pip install torch==2.4.0\n"
+    write(tmp_path, {"docker/Dockerfile.cuda": cuda_image, "docker/Dockerfile.rocm": "FROM rocm/pytorch:latest\n",
+                     "images/full-cuda.Dockerfile": cuda_image, "images/full.Dockerfile": "FROM python:3.11\n",
+                     "requirements-cuda.txt": "onnxruntime-gpu\n", "requirements-rocm.txt": "onnxruntime-rocm\n"})
+    files = discover([tmp_path], Excludes.of(None), False).files
+    assert {p.relative_to(tmp_path.resolve()).as_posix() for p in rocm_siblings(files)} == {
+        "docker/Dockerfile.cuda", "requirements-cuda.txt"}
+    found = severities(tmp_path, rules)
+    assert found[("docker/Dockerfile.cuda", "PS830")] == {"info"}
+    assert found[("requirements-cuda.txt", "PS807")] == {"info"}
+    assert found[("images/full-cuda.Dockerfile", "PS830")] == {"error"}  # no ROCm sibling: loud
+
+
+def test_fix_leaves_the_nvidia_side_of_a_ported_choice_alone(tmp_path: Path, rules) -> None:
+    """Rewriting `Dockerfile.cuda` into a ROCm image would break the NVIDIA build the
+    project keeps beside `Dockerfile.rocm`; a lone CUDA Dockerfile is still fixed."""
+    from portscan.fix.apply import fix_paths
+
+    cuda_image = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+    write(tmp_path, {"docker/Dockerfile.cuda": cuda_image, "docker/Dockerfile.rocm": "FROM rocm/pytorch:latest\n",
+                     "Dockerfile": cuda_image})
+    result = fix_paths([tmp_path], rules, unsafe=True, write=False)
+    assert [f.path for f in result.files if f.applied] == ["Dockerfile"]
