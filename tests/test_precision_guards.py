@@ -80,6 +80,23 @@ def test_a_branch_doing_more_than_numbers_keeps_the_gate_loud(rules, branch) -> 
     assert gate == [("error", None)]
 
 
+def test_a_compute_dtype_choice_is_tuning_but_an_fp8_one_is_not(rules) -> None:
+    """bf16/fp16/fp32 run on every GPU ROCm supports: choosing among them by capability
+    picks speed (xinference's cogvlm2); choosing an OCP FP8 dtype picks a format MI300
+    lacks."""
+    source = """
+        import torch
+        DTYPE = torch.bfloat16 if torch.cuda.get_device_capability()[0] >= 8 else torch.float16
+        if torch.cuda.get_device_capability()[0] >= 8:
+            compute = torch.bfloat16
+        else:
+            compute = torch.float32
+        FP8 = torch.float8_e4m3fn if torch.cuda.get_device_capability()[0] >= 9 else torch.bfloat16
+        """
+    gates = [(line, s, g) for line, rule, s, g in found(rules, source) if rule in ("PS501", "PS502")]
+    assert gates == [(3, "info", "tuning"), (4, "info", "tuning"), (8, "error", None)]
+
+
 def test_only_ones_and_zeros_are_a_switch_not_a_tuning_choice(rules) -> None:
     source = """
         import torch

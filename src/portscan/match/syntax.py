@@ -100,8 +100,9 @@ def picks_numbers(node: cst.If | cst.IfExp) -> bool:
     """Does a condition only choose numbers? ``BLOCK = 128 if c else 64``, or an ``if``
     whose branches (nested ``if``/``elif``/``else`` included) do nothing but assign
     numeric literals (``BLOCK_M, BLOCK_N = 128, 64``; ``num_warps = 8``) -- a tuning
-    choice such as a tile size or a warp count, not a code path. Only 0s and 1s
-    (``USE_TMA = 1 if c else 0``) are a switch, not a tuning choice."""
+    choice such as a tile size or a warp count, not a code path; likewise a compute dtype
+    every ROCm GPU runs (``torch.bfloat16 if major >= 8 else torch.float16``). Only 0s and
+    1s (``USE_TMA = 1 if c else 0``) are a switch, not a tuning choice."""
     values = _chosen_numbers(node)
     return values is not None and not set(values) <= {0, 1}
 
@@ -117,10 +118,18 @@ def _chosen_numbers(node: cst.If | cst.IfExp) -> list[object] | None:
     return None if rest is None else body + rest
 
 
+#: compute dtypes every GPU ROCm supports runs (a choice among them picks speed, not a
+#: code path); FP8 formats are not among them (OCP e4m3fn is no MI300 format)
+_COMPUTE_DTYPES = frozenset({"bfloat16", "float16", "half", "float32", "float"})
+
+
 def _numbers_in(node: cst.BaseExpression) -> list[object] | None:
     if isinstance(node, cst.IfExp):  # (64, 64) if Lq <= 128 else (32, 32)
         body, orelse = _numbers_in(node.body), _numbers_in(node.orelse)
         return None if body is None or orelse is None else body + orelse
+    chain = dotted(node) if isinstance(node, cst.Attribute) else None
+    if chain is not None and chain[1][0] == "torch" and len(chain[1]) == 2 and chain[1][1] in _COMPUTE_DTYPES:
+        return [chain[1][1]]  # torch.bfloat16 if cap >= (8, 0) else torch.float16
     value = literal(node)
     items = list(value) if isinstance(value, tuple) else [value]
     numeric = bool(items) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items)
