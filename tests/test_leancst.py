@@ -162,7 +162,7 @@ TRICKY = {
     "comprehensions": "a = [x for x in y if x if not x for z in x]\nb = {k: v for k, v in c}\nd = {*e, *f}\n",
     "numbers and constants": "x = (0x1F, 1_000, 1.5e3, 2j, ..., None, True, b'\\x00', -1)\n",
     "non-ASCII columns": "naïve = 'é'; x = torch.version.cuda  # ünïcode\ny = f\"{naïve}é{torch.version.cuda}\"\n",
-    "CRLF and tabs": "if a:\r\n\tb = torch.version.cuda\r\n\tc = (d,\r\n\t     e)\r\n",
+    "CRLF and tabs": "if a:\r\n    b =\ttorch.version.cuda\r\n    c = (d,\t# x\r\n         e)\r\n",
     "walrus, await, starred targets": "async def f():\n    if (n := await g()):\n        a, *b = n\n",
     "annotated and augmented": "x: int = 1\ny: list[int]\nz += 1\nw @= v\n",
     "subscripts and slices": "a[1:2, ::3]\nb[c][d:e:f]\ng[h,]\n",
@@ -196,6 +196,24 @@ def test_what_the_view_does_not_build_is_parsed_by_libcst() -> None:
     assert not leancst.is_view(module) and isinstance(module.body[0], cst.Match)
     assert leancst.is_view(parse_for_matching("x = 1\n"))
     assert not leancst.is_view(parse_for_matching("x = 1\n", "libcst"))
+
+
+def test_tab_indented_code_is_left_to_libcst_so_both_parsers_agree(rules) -> None:
+    """CPython takes tabs after spaces that LibCST's tokenizer refuses (funasr's
+    ``\\t\\t    return ...`` under a four-space ``def``): both parsers give LibCST's
+    error, and plain tab indentation the same findings."""
+    mixed = "import torch\nclass M:\n    def f(self):\n\t\t    return torch.cuda.amp.autocast()\n"
+    with pytest.raises(leancst.Unsupported):
+        leancst.parse_module(mixed)
+    messages = []
+    for parser in PARSERS:
+        with pytest.raises(SourceError) as raised:
+            parse_for_matching(mixed, parser)
+        messages.append(raised.value.message)
+    assert messages[0] == messages[1]
+    tabs = "import torch\nif True:\n\tx = torch.cuda.amp.autocast()\n"
+    assert [f.rule for f in scan_source(tabs, "m.py", rules)] == [
+        f.rule for f in scan_source(tabs, "m.py", rules, parser="libcst")] != []
 
 
 @pytest.mark.parametrize("source", ["def f(:\n    pass\n", "print 'hello'\n", "x = (\n"])

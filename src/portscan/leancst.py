@@ -1094,9 +1094,17 @@ def _parse(text: str, mode: str = "exec") -> Any:
         return ast.parse(text, mode=mode)
 
 
+#: a line indented with a tab: CPython and LibCST's tokenizer disagree on some mixes of
+#: tabs and spaces (CPython takes ``\t\t    `` under four spaces, LibCST rejects it)
+_TAB_INDENT = re.compile(r"(?m)^ *\t")
+
+
 def parse_module(text: str) -> Module:
     """The view of a module; raises SyntaxError (and the errors CPython's parser raises
-    for input it cannot take) or :class:`Unsupported`."""
+    for input it cannot take) or :class:`Unsupported`. Tab-indented code is left to
+    LibCST, so that both parsers take and refuse the same files."""
+    if "\t" in text and _TAB_INDENT.search(text):
+        raise Unsupported("tab indentation")
     tree = _parse(text)
     builder = _Builder(text)
     module = _new(Module)
