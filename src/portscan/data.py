@@ -113,7 +113,7 @@ def _load_union(args: tuple[Any, ...], data: Any) -> Any:
         _expect(data, chosen is not None, f"one of {sorted(classes)}")
         return load(chosen, data["value"])
     for member in members:
-        if not _may_fit(member, type(data)):
+        if not _may_fit(member, type(data)):  # type: ignore[arg-type]
             continue
         try:
             return load(member, data)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import glob
 import os
+import posixpath
 import re
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -32,16 +33,18 @@ from portscan.discover import SourcePath
 from portscan.headers import cuda_headers
 
 #: a CMake file that compiles for HIP
-_HIP_BUILD = re.compile(r"(?i)\benable_language\s*\(\s*HIP\b|\bLANGUAGES?\b[^)\n]*\bHIP\b|\bhip_add_(?:library|executable)\b")
+_HIP_BUILD = re.compile(r"(?i)\benable_language\s*\(\s*HIP\b|\bLANGUAGES?\b[^)\n]*\bHIP\b"
+                        r"|\bhip_add_(?:library|executable)\b")
 #: a source path or glob pattern naming CUDA sources in a CMake file
 _CUDA_PATH = re.compile(r"""["']?([\w./${}*\-]+\.cuh?)["']?(?=[\s)])""")
 #: ``file(GLOB_RECURSE ...)``: its patterns match in subdirectories too
 _RECURSE = re.compile(r"(?i)\bfile\s*\(\s*GLOB_RECURSE\b[^)]*")
 
 
-def hip_built(files: Sequence[SourcePath], text: Callable[[SourcePath], str | None], root: Path) -> frozenset[Path]:
-    """The files (absolute, resolved) a HIP build of the project's CMake compiles, the
-    headers they include, and the other CMake files that build the same sources."""
+def hip_built(files: Sequence[SourcePath], text: Callable[[SourcePath], str | None], root: Path) -> frozenset[str]:
+    """The files (paths relative to the scan root, as findings give them) a HIP build of
+    the project's CMake compiles, the headers they include, and the other CMake files
+    that build the same sources."""
     cmake = [(f, content) for f in files if f.kind == "cmake" and (content := text(f))]
     hip = [(f, content) for f, content in cmake if _HIP_BUILD.search(content)]
     if not hip:
@@ -60,7 +63,7 @@ def hip_built(files: Sequence[SourcePath], text: Callable[[SourcePath], str | No
     built = sources | cuda_headers(sorted(sources), read)
     arms = {f.path.resolve() for f, content in cmake if (f, content) not in hip
             and (mine := set(_cuda_sources(f.path, content))) and mine <= built}
-    return frozenset(built | arms)
+    return frozenset(p.relative_to(top).as_posix() for p in built | arms if p.is_relative_to(top))
 
 
 def _cuda_sources(cmake_file: Path, content: str) -> Iterator[Path]:
@@ -92,15 +95,17 @@ _CUDA_WORD = re.compile(r"cuda|nvidia", re.IGNORECASE)
 _ROCM_WORDS = ("rocm", "hip", "amd")
 
 
-def rocm_siblings(files: Sequence[SourcePath]) -> frozenset[Path]:
-    """The files (absolute, resolved) whose name says CUDA where a sibling in the same
-    folder has the same name with ROCm, HIP or AMD in its place."""
-    names = {(f.path.parent, f.path.name.lower()) for f in files}
+def rocm_siblings(files: Sequence[SourcePath]) -> frozenset[str]:
+    """The files (paths relative to the scan root, as findings give them) whose name says
+    CUDA where a sibling in the same folder has the same name with ROCm, HIP or AMD in
+    its place."""
+    named = [f.rel for f in files if _CUDA_WORD.search(posixpath.basename(f.rel))]
+    if not named:
+        return frozenset()
+    present = {f.rel.lower() for f in files}
     found = set()
-    for f in files:
-        name = f.path.name.lower()
-        if not _CUDA_WORD.search(name):
-            continue
-        if any((f.path.parent, _CUDA_WORD.sub(word, name)) in names for word in _ROCM_WORDS):
-            found.add(f.path.resolve())
+    for rel in named:
+        folder, name = posixpath.split(rel.lower())
+        if any(posixpath.join(folder, _CUDA_WORD.sub(word, name)) in present for word in _ROCM_WORDS):
+            found.add(rel)
     return frozenset(found)

@@ -616,9 +616,8 @@ def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs
     if not gated and not ported:
         return findings
     return [dataclasses.replace(f, severity=Severity.INFO, guard=VENDOR_BRANCH, fix=None)
-            if f.guard != TYPE_CHECKING_GUARD and (inside(root / f.path, gated)
-                                                   or (root / f.path).resolve() in ported) else f
-            for f in findings]
+            if f.guard != TYPE_CHECKING_GUARD and (f.path in ported or (gated and inside(root / f.path, gated)))
+            else f for f in findings]
 
 
 def _gated_cached(discovery: Discovery, inputs: _Inputs, text: Callable[[SourcePath], str | None]

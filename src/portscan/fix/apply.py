@@ -199,7 +199,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     for source in discovery.files:
         if gated and inside(source.path, gated):
             continue  # loaded on one vendor only: vendor-branch code, never rewritten (see portscan.gated)
-        if ported and source.path.resolve() in ported:
+        if source.rel in ported:
             continue  # the NVIDIA side of a choice the project already offers (see portscan.ported)
         if source.kind != "python":
             if has_text_fixes(rules, source.kind):

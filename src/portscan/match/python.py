@@ -295,7 +295,7 @@ class Region(NamedTuple):
 class FallbackTry(NamedTuple):
     """A ``try`` whose handlers fall back: its body, what the handlers bind, the scope."""
 
-    body: cst.CSTNode
+    body: cst.BaseSuite
     substitutes: dict[str, list[Substitute]]
     scope: Scope
 
