@@ -2335,19 +2335,22 @@ class _Bindings:
                     and isinstance(small.targets[0].target, cst.Name)}
         aliases: set[str] = set()
         used: set[str] = set()
-        for chain in self._collector.chains:
-            name = chain.parts[0]
-            if name not in names:
-                continue
-            owner = chain.scope.lookup(name)
-            if owner is None or statement not in owner.imports.get(name, ()):
-                continue
+        for chain in self._chains_of(statement, names):
             alias = assigned.get(id(chain.nodes[-1]))
             if alias is None:
                 return None
             aliases.add(alias)
-            used.add(name)
+            used.add(chain.parts[0])
         return aliases if used == names else None
+
+    def _chains_of(self, statement: cst.CSTNode, names: set[str]) -> Iterator[_Chain]:
+        """The dotted uses of ``names`` that ``statement`` binds (another binding of the
+        same name in another scope is not its use)."""
+        for chain in self._collector.chains:
+            name = chain.parts[0]
+            if name in names and (owner := chain.scope.lookup(name)) is not None \
+                    and statement in owner.imports.get(name, ()):
+                yield chain
 
     def probes_only(self, statement: cst.CSTNode) -> bool:
         """Is every name ``statement`` binds used, and only to probe it: its metadata
@@ -2360,19 +2363,13 @@ class _Bindings:
             return False
         used: set[str] = set()
         collector = self._collector
-        for chain in collector.chains:
-            name = chain.parts[0]
-            if name not in names:
-                continue
-            owner = chain.scope.lookup(name)
-            if owner is None or statement not in owner.imports.get(name, ()):
-                continue
+        for chain in self._chains_of(statement, names):
             if len(chain.parts) == 1 and collector.usage.get(id(chain.nodes[0])) == "truth":
                 continue  # `if te is not None`: asks whether the import worked
             if not (len(chain.parts) >= 2 and (chain.parts[1] in _METADATA
                                                or id(chain.nodes[-1]) in collector.type_operands)):
                 return False
-            used.add(name)
+            used.add(chain.parts[0])
         return used == names
 
 
