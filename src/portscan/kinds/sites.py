@@ -23,6 +23,9 @@ class KernelSource:
 
     code: str  #: the text with comments and string literals blanked out, offsets kept
     hipify: frozenset[str] | None = None  #: CUDA names hipify maps; None: no table
+    #: compiled as CUDA (a ``.cu``/``.cuh`` file, or a header one includes), not a plain
+    #: C++ file that only mentions CUDA (host code: its inline ``asm`` is the CPU's)
+    device: bool = True
     lowered: str = field(init=False, repr=False, compare=False)  #: ``code`` lowercased, once
 
     def __post_init__(self) -> None:

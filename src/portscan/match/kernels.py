@@ -96,23 +96,25 @@ def mentions_cuda(text: str) -> bool:
 
 
 def match_cpp(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
-    """A C++ source or header: read like a ``.cu`` file when it holds a CUDA token."""
-    return match_cuda(text, rules, hipify) if mentions_cuda(text) else []
+    """A C++ source or header: read like a ``.cu`` file when it holds a CUDA token, but as
+    host code (rules for device code only, such as inline PTX, skip it)."""
+    return match_cuda(text, rules, hipify, device=False) if mentions_cuda(text) else []
 
 
-def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
+def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, device: bool = True) -> list[Match]:
     code = strip_code(text)
-    matches = _kernel_matches(code, rules, hipify)
+    matches = _kernel_matches(code, rules, hipify, device)
     regions = vendor_regions(code)
     return [Match(m.rule, m.start, m.end, m.variables,
                   VENDOR_BRANCH if any(a <= m.start and m.end <= b for a, b in regions) else None)
             for m in matches]
 
 
-def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -> list[Match]:
+def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | None,
+                    device: bool = True) -> list[Match]:
     """Every kind on this surface is a :class:`KernelKind` (a test checks); each finds its own.
     A rule that ``supersedes`` another replaces it where both match at the same offset."""
-    source = KernelSource(code, hipify)
+    source = KernelSource(code, hipify, device)
     matches = [Match(rule, start, end) for rule in rules
                for start, end in cast(KernelKind, rule.pattern).match_kernel(source)]
     superseded = {(code, m.start) for m in matches for code in m.rule.supersedes}
