@@ -248,3 +248,19 @@ def test_extras_named_for_nvidia_builds_are_vendor_branches() -> None:
     assert found == [(6, "PS856", "info", "vendor-branch"), (6, "PS816", "info", "vendor-branch"),
                      (7, "PS884", "info", "vendor-branch"), (8, "PS816", "warning", None),
                      (9, "PS816", "warning", None)]
+
+
+def test_setup_cfg_extras_named_for_nvidia_builds_are_vendor_branches() -> None:
+    """The same for ``setup.cfg``'s ``[options.extras_require]`` (thinc's ``cuda80`` ...
+    ``cuda12x`` extras, one per CUDA wheel of CuPy)."""
+    text = textwrap.dedent('''\
+        [metadata]
+        name = demo
+
+        [options.extras_require]
+        cuda12x = cupy-cuda12x>=11.5.0
+        gpu = cupy-cuda12x>=11.5.0
+        ''')
+    found = [(f.span.line, f.rule, f.severity.value, f.guard)
+             for f in scan_source(text, "setup.cfg", load_rules())]
+    assert found == [(5, "PS806", "info", "vendor-branch"), (6, "PS806", "error", None)]

@@ -202,16 +202,17 @@ def match_setup_cfg(text: str, rules: Sequence[Rule]) -> list[Match]:
         parser.read_string(text)
     except configparser.Error:
         return []
-    values: list[tuple[str, str]] = []
+    values: list[tuple[str, str, bool]] = []  # (requirement, section, in an extra named for NVIDIA)
     for key, section in (("install_requires", "install"), ("setup_requires", "build")):
         if parser.has_option("options", key):
-            values += [(v, section) for v in parser.get("options", key).splitlines()]
+            values += [(v, section, False) for v in parser.get("options", key).splitlines()]
     if parser.has_section("options.extras_require"):
-        for _, value in parser.items("options.extras_require"):
-            values += [(v, "optional") for v in value.splitlines()]
+        for name, value in parser.items("options.extras_require"):
+            nvidia = NVIDIA_EXTRA.search(name) is not None
+            values += [(v, "optional", nvidia) for v in value.splitlines()]
     matches: list[Match] = []
     cursor: dict[str, int] = {}
-    for value, section in ((v.strip(), s) for v, s in values):
+    for value, section, nvidia in ((v.strip(), s, n) for v, s, n in values):
         if not value or value.startswith("#"):
             continue
         key = {"install": "install_requires", "build": "setup_requires"}.get(section, "")
@@ -220,7 +221,10 @@ def match_setup_cfg(text: str, rules: Sequence[Rule]) -> list[Match]:
         at = text.find(value, start)
         if at >= 0:
             cursor[section] = at + len(value)
-            matches += requirement_matches(value, at, rules, section=section)
+            found = requirement_matches(value, at, rules, section=section)
+            if nvidia:  # an AMD user installs another extra: as in pyproject.toml
+                found = [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found]
+            matches += found
     return matches
 
 
