@@ -91,10 +91,13 @@ def test_a_file_named_for_cuda_beside_its_rocm_counterpart(tmp_path: Path, rules
     cuda_image = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\nRUN pip install torch==2.4.0\n"
     write(tmp_path, {"docker/Dockerfile.cuda": cuda_image, "docker/Dockerfile.rocm": "FROM rocm/pytorch:latest\n",
                      "images/full-cuda.Dockerfile": cuda_image, "images/full.Dockerfile": "FROM python:3.11\n",
-                     "requirements-cuda.txt": "onnxruntime-gpu\n", "requirements-rocm.txt": "onnxruntime-rocm\n"})
+                     "requirements-cuda.txt": "onnxruntime-gpu\n", "requirements-rocm.txt": "onnxruntime-rocm\n",
+                     # Horovod: a folder per vendor, the file named for it too
+                     "ops/cuda/CMakeLists.txt": "", "ops/rocm/CMakeLists.txt": "",
+                     "ops/cuda/cuda_kernels.cu": "", "ops/rocm/hip_kernels.cu": "", "ops/cuda/only_here.cu": ""})
     files = discover([tmp_path], Excludes.of(None), False).files
-    assert rocm_siblings(files) == {
-        "docker/Dockerfile.cuda", "requirements-cuda.txt"}
+    assert rocm_siblings(files) == {"docker/Dockerfile.cuda", "requirements-cuda.txt", "ops/cuda/CMakeLists.txt",
+                                    "ops/cuda/cuda_kernels.cu"}
     found = severities(tmp_path, rules)
     assert found[("docker/Dockerfile.cuda", "PS830")] == {"info"}
     assert found[("requirements-cuda.txt", "PS807")] == {"info"}

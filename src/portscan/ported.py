@@ -23,6 +23,7 @@ hipifies at build time is not a port, and its findings stay.
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import posixpath
 import re
@@ -96,16 +97,29 @@ _ROCM_WORDS = ("rocm", "hip", "amd")
 
 
 def rocm_siblings(files: Sequence[SourcePath]) -> frozenset[str]:
-    """The files (paths relative to the scan root, as findings give them) whose name says
-    CUDA where a sibling in the same folder has the same name with ROCm, HIP or AMD in
-    its place."""
-    named = [f.rel for f in files if _CUDA_WORD.search(posixpath.basename(f.rel))]
+    """The files (paths relative to the scan root, as findings give them) whose path says
+    CUDA where the project has the same path with ROCm, HIP or AMD in its place, in the
+    file's name, its folder's or both (``Dockerfile.cuda`` / ``Dockerfile.rocm``;
+    Horovod's ``ops/cuda/CMakeLists.txt`` / ``ops/rocm/CMakeLists.txt`` and
+    ``ops/cuda/cuda_kernels.cu`` / ``ops/rocm/hip_kernels.cu``)."""
+    named = [f.rel for f in files if _CUDA_WORD.search(f.rel)]
     if not named:
         return frozenset()
     present = {f.rel.lower() for f in files}
     found = set()
     for rel in named:
-        folder, name = posixpath.split(rel.lower())
-        if any(posixpath.join(folder, _CUDA_WORD.sub(word, name)) in present for word in _ROCM_WORDS):
+        parts = rel.lower().split("/")
+        folder, name = "/".join(parts[:-2]), parts[-2:]
+        if any(posixpath.join(folder, *candidate) in present for candidate in _counterparts(name)):
             found.add(rel)
     return frozenset(found)
+
+
+def _counterparts(parts: list[str]) -> Iterator[list[str]]:
+    """The file name and its folder's with each CUDA word replaced by a ROCm one (each
+    part on its own; at least one replaced)."""
+    options = [[part] + ([_CUDA_WORD.sub(w, part) for w in _ROCM_WORDS] if _CUDA_WORD.search(part) else [])
+               for part in parts]
+    for choice in itertools.product(*options):
+        if list(choice) != parts:
+            yield list(choice)
