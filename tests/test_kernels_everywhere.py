@@ -232,3 +232,24 @@ def test_a_source_glob_that_would_take_hipifys_copies_is_reported(tmp_path: Path
     setup.write_text(setup.read_text().replace('[path for path in sources if "hip" not in path]', "sources"))
     found = [(f.path, f.span.line) for f in scan_paths([project], rules).findings if f.rule == "PS935"]
     assert found == [("setup.py", 9)]  # the *.cpp glob; copies of .cu sources end in .hip
+
+
+def test_a_cuda_looking_name_the_project_declares_is_its_own_not_cudas(tmp_path: Path, rules) -> None:
+    """gloo's ``int cudaNumDevices();`` and ``template <typename T> void cudaSum(...)``,
+    pytorch3d's ``cudaDevToDev``: declared in one file and used in another, they are the
+    project's names; an unmapped CUDA API name beside them is still reported."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "helpers.h").write_text(
+        "#include <cuda_runtime.h>\n"
+        "int cudaNumDevices();\n"
+        "template <typename T>\n"
+        "void cudaSum(T* x, const T* y, size_t n, cudaStream_t stream);\n")
+    (tmp_path / "csrc" / "ops.cu").write_text(
+        '#include "helpers.h"\n'
+        "__global__ void k(float* x) {}\n"
+        "void run(float* x, const float* y, cudaStream_t s) {\n"
+        "  for (int d = 0; d < cudaNumDevices(); ++d) cudaSum(x, y, 8, s);\n"
+        "  cudaStreamBeginCaptureToGraph(s, nullptr, nullptr, nullptr, 0, cudaStreamCaptureModeGlobal);\n"
+        "}\n")
+    found = [(f.path, f.span.line) for f in scan_paths([tmp_path], rules).findings if f.rule == "PS924"]
+    assert found == [("csrc/ops.cu", 5)]

@@ -1,11 +1,12 @@
 """The project headers CUDA sources include: an extension's summary counts the findings
 in them, and a scan reads them as CUDA (a ``.cu`` file's warp code often lives in a
-``.cuh``/``.h`` beside it, and such a header need not say "cuda" anywhere)."""
+``.cuh``/``.h`` beside it, and such a header need not say "cuda" anywhere). Also the
+CUDA-looking names a project declares itself (gloo's ``cudaSum``), which are no CUDA API."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 #: ``#include "name"`` (angle-bracket includes name system and toolkit headers)
@@ -58,3 +59,20 @@ def cuda_headers(cuda_sources: Sequence[Path], read: Callable[[Path], str | None
     unit, so they are CUDA code whatever their suffix (``common_cuda.h`` holding only
     ``#define WARP_SIZE 32`` and ``#define FULL_MASK 0xffffffff``)."""
     return frozenset(h.resolve() for h in included_headers(cuda_sources, (), read, limit))
+
+
+#: a declaration or definition of a function or a variable whose name looks like CUDA's
+#: (``int cudaNumDevices();``, ``template <typename T> void cudaSum(...)``,
+#: ``std::vector<CudaMemory<T>> cudaSrcs;``): a type word, then the name; not a statement
+#: that starts with a keyword (``return cudaFoo(...)``)
+_DECLARED = re.compile(
+    r"(?m)^[ \t]*(?:template\s*<[^;{}()]*>\s*)?"
+    r"(?:(?:static|inline|extern|constexpr|virtual|__host__|__device__|__global__|__forceinline__)\s+)*"
+    r"(?!(?:return|else|case|delete|new|throw|goto|do|sizeof|co_return|co_await|using|typedef)\b)"
+    r"[A-Za-z_][\w:]*(?:\s*<[^;{}()]*>)?[\s*&]+(cuda[A-Z]\w*)\s*[(;=\[{]")
+
+
+def declared_cuda_names(texts: Iterable[str]) -> frozenset[str]:
+    """The ``cuda*`` names the project's own C++ declares or defines (functions, variables,
+    members): its own, however CUDA-like they read."""
+    return frozenset(name for text in texts if "cuda" in text for name in _DECLARED.findall(text))

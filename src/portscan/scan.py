@@ -21,7 +21,7 @@ from pathlib import Path, PurePosixPath
 
 from portscan.config import Config, ignored_codes
 from portscan.filekinds import BY_NAME, MatchContext, file_kind
-from portscan.headers import cuda_headers, included_headers
+from portscan.headers import cuda_headers, declared_cuda_names, included_headers
 from portscan.discover import (
     Excludes,
     Discovery,
@@ -620,6 +620,30 @@ def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs
             else f for f in findings]
 
 
+def _own_cuda_names(findings: list[Finding], discovery: Discovery, inputs: _Inputs) -> list[Finding]:
+    """Findings of ``cuda-api`` rules on a name the project's own C++ declares (gloo's
+    ``cudaSum``, ``cudaNumDevices()``) are dropped: the project's name, no CUDA API (see
+    :func:`portscan.headers.declared_cuda_names`; a project-level fact, read only when
+    such a finding exists)."""
+    api = {r.code for r in inputs.rules.rules if r.pattern.kind == "cuda-api"}
+    flagged = [f for f in findings if f.rule in api]
+    if not flagged:
+        return findings
+    texts = {s.rel: _text_or_none(inputs, s.path) for s in discovery.files if s.kind in _KERNEL_KINDS}
+    names = declared_cuda_names(t for t in texts.values() if t)
+    if not names:
+        return findings
+
+    def named(f: Finding) -> str:
+        text = texts.get(f.path) or ""
+        lines = text.splitlines()
+        line = lines[f.span.line - 1] if f.span.line <= len(lines) else ""
+        return line[f.span.column - 1:f.span.end_column - 1] if f.span.end_line == f.span.line else ""
+
+    own = {id(f) for f in flagged if named(f) in names}
+    return [f for f in findings if id(f) not in own] if own else findings
+
+
 def _gated_cached(discovery: Discovery, inputs: _Inputs, text: Callable[[SourcePath], str | None]
                   ) -> frozenset[Path]:
     """:func:`portscan.gated.gated_paths`, kept in the cache under the size and mtime of
@@ -709,7 +733,8 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
             extensions.append(_extension(inputs, scan, source, name, line, files, missing))
     results = [o.result for o in outcomes.values()]
     errors = list(discovery.errors) + [r.error for r in results if r.error]
-    findings = _vendor_gated([f for r in results for f in r.findings], discovery, inputs, extensions)
+    findings = _own_cuda_names(_vendor_gated([f for r in results for f in r.findings], discovery, inputs, extensions),
+                               discovery, inputs)
     return ScanResult(
         root=str(discovery.root),
         files_scanned=len(results),
