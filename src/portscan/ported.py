@@ -97,12 +97,13 @@ _ROCM_WORDS = ("rocm", "hip", "amd")
 
 
 def rocm_siblings(files: Sequence[SourcePath]) -> frozenset[str]:
-    """The files (paths relative to the scan root, as findings give them) whose path says
-    CUDA where the project has the same path with ROCm, HIP or AMD in its place, in the
-    file's name, its folder's or both (``Dockerfile.cuda`` / ``Dockerfile.rocm``;
+    """The files (paths relative to the scan root, as findings give them; not Python
+    modules) whose path says CUDA where the project has the same path with ROCm, HIP or
+    AMD in its place, in the file's name, its folder's or both (``Dockerfile.cuda`` / ``Dockerfile.rocm``;
     Horovod's ``ops/cuda/CMakeLists.txt`` / ``ops/rocm/CMakeLists.txt`` and
     ``ops/cuda/cuda_kernels.cu`` / ``ops/rocm/hip_kernels.cu``)."""
-    named = [f.rel for f in files if _CUDA_WORD.search(f.rel)]
+    # Python modules are left to portscan.gated: who imports them decides, not their name
+    named = [f.rel for f in files if f.kind != "python" and _CUDA_WORD.search(f.rel)]
     if not named:
         return frozenset()
     present = {f.rel.lower() for f in files}

@@ -629,13 +629,18 @@ def _own_cuda_names(findings: list[Finding], discovery: Discovery, inputs: _Inpu
     flagged = [f for f in findings if f.rule in api]
     if not flagged:
         return findings
-    texts = {s.rel: _text_or_none(inputs, s.path) for s in discovery.files if s.kind in _KERNEL_KINDS}
-    names = declared_cuda_names(t for t in texts.values() if t)
+    kernels = [s for s in discovery.files if s.kind in _KERNEL_KINDS]
+    names = frozenset(_cached_fact(inputs, "cuda-names", kernels, lambda: tuple(sorted(declared_cuda_names(
+        t for s in kernels if (t := _text_or_none(inputs, s.path)))))))
     if not names:
         return findings
 
+    @functools.cache
+    def text_of(path: str) -> str:
+        return _text_or_none(inputs, discovery.root / path) or ""
+
     def named(f: Finding) -> str:
-        text = texts.get(f.path) or ""
+        text = text_of(f.path)
         lines = text.splitlines()
         line = lines[f.span.line - 1] if f.span.line <= len(lines) else ""
         return line[f.span.column - 1:f.span.end_column - 1] if f.span.end_line == f.span.line else ""
@@ -649,23 +654,33 @@ def _gated_cached(discovery: Discovery, inputs: _Inputs, text: Callable[[SourceP
     """:func:`portscan.gated.gated_paths`, kept in the cache under the size and mtime of
     every Python file of the tree (a warm scan reads no file twice for it)."""
     python = [s for s in discovery.files if s.kind == "python"]
-    cache = None if inputs.overrides else inputs.cache  # texts in memory have no mtime
+    found = _cached_fact(inputs, "gated", python, lambda: tuple(
+        sorted(relative(g, discovery.root) for g in gated_paths(python, text, discovery.root))))
+    return frozenset(discovery.root / rel for rel in found)
+
+
+def _cached_fact(inputs: _Inputs, name: str, sources: Sequence[SourcePath],
+                 compute: Callable[[], tuple[str, ...]]) -> tuple[str, ...]:
+    """A project-level fact read from ``sources``, kept in the cache under their sizes and
+    mtimes (a warm scan reads none of them again for it); worked out afresh without a
+    cache or for texts held in memory (they have no mtime)."""
+    cache = None if inputs.overrides else inputs.cache
     if cache is None:
-        return gated_paths(python, text, discovery.root)
+        return compute()
     digest = hashlib.sha256(cache.salt.encode())
     try:
-        for source in python:
+        for source in sources:
             stat = source.path.stat()
             digest.update(f"{source.rel}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
     except OSError:
-        return gated_paths(python, text, discovery.root)
-    key = f"gated:{digest.hexdigest()}"
+        return compute()
+    key = f"{name}:{digest.hexdigest()}"
     cached = cache.get_as(tuple[str, ...], key)
     if cached is not None:
-        return frozenset(discovery.root / rel for rel in cached)
-    gated = gated_paths(python, text, discovery.root)
-    cache.put_as(tuple[str, ...], key, tuple(sorted(relative(g, discovery.root) for g in gated)))
-    return gated
+        return cached
+    found = compute()
+    cache.put_as(tuple[str, ...], key, found)
+    return found
 
 
 def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:
