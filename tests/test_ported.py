@@ -80,10 +80,7 @@ def test_what_the_hip_build_reads(tmp_path: Path) -> None:
     write(tmp_path, {**KERNELS, **HIP_BUILD, "src/other/k.cu": "__global__ void k() {}\n"})
     files = discover([tmp_path], Excludes.of(None), False).files
 
-    def text(source):
-        return source.path.read_text()
-
-    assert hip_built(files, text, tmp_path) == {
+    assert hip_built(files, lambda path: path.read_text(), tmp_path) == {
         "src/backend-cuda/norm.cu", "src/backend-cuda/common.cuh", "src/backend-cuda/CMakeLists.txt"}
 
 

@@ -42,11 +42,11 @@ _CUDA_PATH = re.compile(r"""["']?([\w./${}*\-]+\.cuh?)["']?(?=[\s)])""")
 _RECURSE = re.compile(r"(?i)\bfile\s*\(\s*GLOB_RECURSE\b[^)]*")
 
 
-def hip_built(files: Sequence[SourcePath], text: Callable[[SourcePath], str | None], root: Path) -> frozenset[str]:
+def hip_built(files: Sequence[SourcePath], read: Callable[[Path], str | None], root: Path) -> frozenset[str]:
     """The files (paths relative to the scan root, as findings give them) a HIP build of
     the project's CMake compiles, the headers they include, and the other CMake files
-    that build the same sources."""
-    cmake = [(f, content) for f in files if f.kind == "cmake" and (content := text(f))]
+    that build the same sources; ``read`` gives a file's text (None: unreadable)."""
+    cmake = [(f, content) for f in files if f.kind == "cmake" and (content := read(f.path))]
     hip = [(f, content) for f, content in cmake if _HIP_BUILD.search(content)]
     if not hip:
         return frozenset()
@@ -54,13 +54,6 @@ def hip_built(files: Sequence[SourcePath], text: Callable[[SourcePath], str | No
     sources = {p for f, content in hip for p in _cuda_sources(f.path, content) if p.is_relative_to(top)}
     if not sources:
         return frozenset()
-
-    def read(path: Path) -> str | None:
-        try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
-
     built = sources | cuda_headers(sorted(sources), read)
     arms = {f.path.resolve() for f, content in cmake if (f, content) not in hip
             and (mine := set(_cuda_sources(f.path, content))) and mine <= built}

@@ -530,12 +530,13 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
     same text (``portscan fix`` passes those of its last pass). ``parser`` says how
     Python is parsed (:data:`portscan.parse.PARSERS`; the findings are the same)."""
     excludes = Excludes.of(config)
-    discovery = _headers_as_cuda(discover(paths, excludes, force_exclude), overrides or {})
+    discovery = discover(paths, excludes, force_exclude)
     store = open_cache(cache, rules, config, parser)
     wants_table = any(r.pattern.kind == "cuda-api" for r in rules.rules)
     inputs = _Inputs(rules, discovery.root, overrides or {}, config, report_unused, store, known or {},
                      FirstParty(discovery.root),
                      functools.cache(lambda: load_hipify_names() if wants_table else None), parser)
+    discovery = _headers_as_cuda(discovery, inputs)
     try:
         return _scan(discovery, inputs, _ahead(discovery.files, inputs, workers), progress)
     finally:
@@ -543,24 +544,14 @@ def scan_paths(paths: Sequence[Path], rules: RuleSet, overrides: Mapping[Path, s
             store.close()
 
 
-def _headers_as_cuda(discovery: Discovery, overrides: Mapping[Path, str]) -> Discovery:
+def _headers_as_cuda(discovery: Discovery, inputs: _Inputs) -> Discovery:
     """The discovered C++ headers that CUDA sources include become ``cuda`` files (see
     :func:`portscan.headers.cuda_headers`), so the walk and an extension's summary read
     them alike whichever reaches them first."""
     sources = [s.path for s in discovery.files if s.kind == "cuda"]
     if not sources:
         return discovery
-
-    def read(path: Path) -> str | None:
-        override = overrides.get(path.absolute())
-        if override is not None:
-            return override
-        try:
-            return read_source(path, "cpp")
-        except SourceError:
-            return None
-
-    included = cuda_headers(sources, read)
+    included = cuda_headers(sources, lambda path: _text_or_none(inputs, path))
     if not included:
         return discovery
     return dataclasses.replace(discovery, files=tuple(
@@ -612,7 +603,8 @@ def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs
     root = discovery.root
     gated = _gated_cached(discovery, inputs, text)
     gated |= {root / rel for e in extensions if inside(root / e.path, gated) for rel in (*e.sources, *e.headers)}
-    ported = hip_built(discovery.files, text, root) | rocm_siblings(discovery.files)
+    ported = hip_built(discovery.files, lambda path: _text_or_none(inputs, path), root) \
+        | rocm_siblings(discovery.files)
     if not gated and not ported:
         return findings
     return [dataclasses.replace(f, severity=Severity.INFO, guard=VENDOR_BRANCH, fix=None)

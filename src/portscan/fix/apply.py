@@ -172,6 +172,14 @@ def _readable_text(source: SourcePath) -> str | None:
         return None
 
 
+def _file_text(path: Path) -> str | None:
+    """Any file's text (CMake files, kernel sources) for the project facts; None: unreadable."""
+    try:
+        return decode_text(read_bytes(path))
+    except SourceError:
+        return None
+
+
 def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write: bool = True,
               config: Config | None = None, force_exclude: bool = False, cache: Path | None = None,
               workers: int | None = None) -> FixRun:
@@ -195,7 +203,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     scanned = open_cache(cache, rules, config)
     fixable = {rule.code for rule in rules.rules if rule.fix is not None}
     gated = gated_paths(discovery.files, _readable_text, discovery.root)
-    ported = hip_built(discovery.files, _readable_text, discovery.root) | rocm_siblings(discovery.files)
+    ported = hip_built(discovery.files, _file_text, discovery.root) | rocm_siblings(discovery.files)
     for source in discovery.files:
         if gated and inside(source.path, gated):
             continue  # loaded on one vendor only: vendor-branch code, never rewritten (see portscan.gated)

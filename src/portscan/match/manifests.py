@@ -134,10 +134,7 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
         at = _find_string(text, value, start)
         if at is not None:
             cursor[(value, table)] = at + len(value)
-            found = requirement_matches(value, at, rules, section=section)
-            if nvidia:  # an AMD user installs another extra: as in a vendor branch
-                found = [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found]
-            matches += found
+            matches += _extra_matches(value, at, rules, section, nvidia)
     tool = data.get("tool", {})
     poetry = tool.get("poetry", {})
     tables = [poetry.get("dependencies", {}), poetry.get("dev-dependencies", {})]
@@ -160,6 +157,13 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
             if at is not None:
                 matches += index_matches(url, at, rules)
     return _single_line(matches, text)
+
+
+def _extra_matches(value: str, at: int, rules: Sequence[Rule], section: str, nvidia: bool) -> list[Match]:
+    """A requirement's matches; in an extra named for NVIDIA builds (``nvidia``) they are
+    vendor-branch code: an AMD user installs another extra."""
+    found = requirement_matches(value, at, rules, section=section)
+    return [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found] if nvidia else found
 
 
 def _poetry_requirement(name: str, spec: object) -> str:
@@ -221,10 +225,7 @@ def match_setup_cfg(text: str, rules: Sequence[Rule]) -> list[Match]:
         at = text.find(value, start)
         if at >= 0:
             cursor[section] = at + len(value)
-            found = requirement_matches(value, at, rules, section=section)
-            if nvidia:  # an AMD user installs another extra: as in pyproject.toml
-                found = [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found]
-            matches += found
+            matches += _extra_matches(value, at, rules, section, nvidia)
     return matches
 
 
