@@ -527,6 +527,47 @@ def test_preprocessor_vendor_groups_guard_kernel_findings() -> None:
         ("XX904", 10, "info", "vendor-branch")]
 
 
+def test_a_condition_continued_with_backslashes_is_read_whole() -> None:
+    # Eigen's half-precision shuffles: the HIP platform is named on the continuation line
+    source = """\
+    #if (defined(__CUDACC__) && __CUDA_ARCH__ >= 300) \\
+        || defined(__HIPCC__)
+    __device__ int f(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #endif
+    #if defined(__CUDACC__) \\
+        && __CUDA_ARCH__ >= 800
+    __device__ int g(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #endif
+    """
+    found = scan_source(textwrap.dedent(source), "k.cu", RuleSet([MASK]))
+    assert [(f.rule, f.span.line, f.guard) for f in found] == [
+        ("XX905", 3, "vendor-branch"), ("XX905", 7, None)]
+
+
+def test_code_compiled_only_with_nvtx_is_one_step_lower() -> None:
+    # NVTX ranges are profiling annotations: the build without them computes the same
+    source = """\
+    #ifdef USE_NVTX
+    __device__ int f(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #elif defined(__CUDA_ARCH__)
+    __device__ int g(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #endif
+    #if HAVE_NVTX && !defined(USE_ROCM)
+    __device__ int h(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #else
+    __device__ int i(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #endif
+    #if !defined(DISABLE_NVTX)
+    __device__ int j(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #endif
+    """
+    found = scan_source(textwrap.dedent(source), "k.cu", RuleSet([MASK]))
+    assert [(f.rule, f.span.line, f.severity.value, f.guard) for f in found] == [
+        ("XX905", 2, "info", "fallback"), ("XX905", 4, "warning", None),
+        ("XX905", 7, "info", "vendor-branch"), ("XX905", 9, "info", "vendor-branch"),
+        ("XX905", 12, "warning", None)]
+
+
 def test_build_args_written_through_dict_keys() -> None:
     source = """\
     from torch.utils.cpp_extension import CUDAExtension

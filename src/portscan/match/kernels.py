@@ -1,7 +1,8 @@
 """CUDA/C++ kernel sources: regex rules over code with comments and string literals
 blanked out, and CUDA API identifiers that PyTorch's hipify table does not map.
 Findings inside ``#if``/``#ifdef`` groups that test the HIP/ROCm platform carry the
-``vendor-branch`` guard, as in Python.
+``vendor-branch`` guard, as in Python; those in a branch compiled only with NVTX carry
+``fallback``.
 
 The hipify table is data generated from PyTorch's own mappings (``portscan.match.hipify``),
 so the check runs the same with or without torch installed.
@@ -11,15 +12,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import cast
 
 from portscan.match import Match
-from portscan.match.levels import VENDOR_BRANCH
+from portscan.match.levels import FALLBACK, GUARD_ORDER, VENDOR_BRANCH
 from portscan.kinds.sites import KernelKind, KernelSource
 from portscan.ruleset.schema import Rule
 
-_DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|endif)\b(?P<condition>.*)$")
+#: a preprocessor directive and its condition, with the lines a backslash continues it on
+_DIRECTIVE = re.compile(r"(?m)^[ \t]*#[ \t]*(?P<word>if|ifdef|ifndef|elif|else|endif)\b"
+                        r"(?P<condition>(?:[^\n]*\\\r?\n)*[^\n]*)$")
 _VENDOR_MACRO = re.compile(r"(?i)rocm|hip|amdgcn|__gfx\w*__")
+#: a macro that says the build has NVTX (``USE_NVTX``, ``HAVE_NVTX``, ``NVTX_ENABLED``)
+_NVTX_MACRO = re.compile(r"\b\w*NVTX\w*\b")
+_NOT_NVTX = re.compile(r"!\s*(?:defined\s*\(?\s*)?\w*NVTX")
 
 
 #: a comment, a raw string (``R"(...)"``: jiterator and NVRTC sources kept as text) or a
@@ -55,24 +62,63 @@ def strip_code(text: str) -> str:
     return _LEXEME.sub(blank, text)
 
 
-def vendor_regions(code: str) -> list[tuple[int, int]]:
-    """Offsets of ``#if``/``#ifdef`` groups whose condition names the HIP/ROCm platform
-    (``USE_ROCM``, ``__HIP_PLATFORM_AMD__``, ``__HIPCC__``, ``__gfx942__``...): every
-    branch of such a group is code that already handles ROCm."""
-    regions: list[tuple[int, int]] = []
-    stack: list[tuple[int, bool]] = []  # (start of the group, condition names the vendor)
+@dataclass(slots=True)
+class _Group:
+    """An open ``#if`` group while the directives are read."""
+
+    start: int  #: offset of its ``#if``
+    vendor: bool  #: a condition of it names the HIP/ROCm platform
+    branch: int  #: where the branch being read starts
+    nvtx: bool  #: that branch is compiled only with NVTX
+
+
+def _names_nvtx(word: str, condition: str) -> bool:
+    """Does this directive open a branch that is compiled only with NVTX (``#ifdef
+    USE_NVTX``, ``#if HAVE_NVTX``), not one that is compiled only without it?"""
+    return (word in ("if", "ifdef", "elif") and _NVTX_MACRO.search(condition) is not None
+            and _NOT_NVTX.search(condition) is None)
+
+
+def guard_regions(code: str) -> list[tuple[int, int, str]]:
+    """Offsets of the preprocessor regions that carry a guard, with that guard:
+
+    - ``vendor-branch``: an ``#if``/``#ifdef`` group whose condition names the HIP/ROCm
+      platform (``USE_ROCM``, ``__HIP_PLATFORM_AMD__``, ``__HIPCC__``, ``__gfx942__``...):
+      every branch of it is code that already handles ROCm;
+    - ``fallback``: a branch compiled only when the build found NVTX (``#ifdef USE_NVTX``,
+      ``#if HAVE_NVTX``): NVTX ranges are profiling annotations, so the build without
+      them computes the same; the C++ form of an import in ``try``/``except ImportError``.
+
+    A condition continued with backslashes is read whole (Eigen's ``#if (defined(EIGEN_CUDACC)
+    ...) \\`` then ``|| defined(EIGEN_HIPCC)``)."""
+    regions: list[tuple[int, int, str]] = []
+    stack: list[_Group] = []
     for directive in _DIRECTIVE.finditer(code):
         word, condition = directive.group("word"), directive.group("condition")
         if word in ("if", "ifdef", "ifndef"):
-            stack.append((directive.start(), bool(_VENDOR_MACRO.search(condition))))
-        elif word == "elif" and stack:
-            start, vendor = stack[-1]
-            stack[-1] = (start, vendor or bool(_VENDOR_MACRO.search(condition)))
-        elif word == "endif" and stack:
-            start, vendor = stack.pop()
-            if vendor:
-                regions.append((start, directive.end()))
+            stack.append(_Group(directive.start(), bool(_VENDOR_MACRO.search(condition)), directive.end(),
+                                _names_nvtx(word, condition)))
+            continue
+        if not stack:
+            continue
+        group = stack[-1]
+        if group.nvtx:
+            regions.append((group.branch, directive.start(), FALLBACK))
+        group.branch = directive.end()
+        if word == "elif":
+            group.vendor = group.vendor or bool(_VENDOR_MACRO.search(condition))
+            group.nvtx = _names_nvtx(word, condition)
+        elif word == "else":
+            group.nvtx = False
+        else:  # endif
+            stack.pop()
+            if group.vendor:
+                regions.append((group.start, directive.end(), VENDOR_BRANCH))
     return regions
+
+
+def _strongest(guards: Sequence[str]) -> str | None:
+    return min(guards, key=GUARD_ORDER.index) if guards else None
 
 
 #: Literal tokens one of which a C++ file (``.cpp``, ``.h``, ...) must contain to be read as a
@@ -104,9 +150,9 @@ def match_cpp(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -
 def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, device: bool = True) -> list[Match]:
     code = strip_code(text)
     matches = _kernel_matches(code, rules, hipify, device)
-    regions = vendor_regions(code)
+    regions = guard_regions(code)
     return [Match(m.rule, m.start, m.end, m.variables,
-                  VENDOR_BRANCH if any(a <= m.start and m.end <= b for a, b in regions) else None)
+                  _strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]))
             for m in matches]
 
 
