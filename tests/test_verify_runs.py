@@ -479,7 +479,7 @@ def test_without_torch_these_tests_skip_with_the_reason(tmp_path: Path) -> None:
     hide.mkdir()
     (hide / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
     env = {**os.environ, "PYTHONPATH": str(hide)}
-    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-n", "0",
                            __file__], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-2000:]
     assert "torch is not installed" in done.stdout and " passed" not in done.stdout
