@@ -544,7 +544,7 @@ def test_a_condition_continued_with_backslashes_is_read_whole() -> None:
         ("XX905", 3, "vendor-branch"), ("XX905", 7, None)]
 
 
-def test_code_compiled_only_with_nvtx_is_one_step_lower() -> None:
+def test_code_compiled_only_with_nvtx_is_fallback_equivalent() -> None:
     # NVTX ranges are profiling annotations: the build without them computes the same
     source = """\
     #ifdef USE_NVTX
@@ -563,7 +563,7 @@ def test_code_compiled_only_with_nvtx_is_one_step_lower() -> None:
     """
     found = scan_source(textwrap.dedent(source), "k.cu", RuleSet([MASK]))
     assert [(f.rule, f.span.line, f.severity.value, f.guard) for f in found] == [
-        ("XX905", 2, "info", "fallback"), ("XX905", 4, "warning", None),
+        ("XX905", 2, "info", "fallback-equivalent"), ("XX905", 4, "warning", None),
         ("XX905", 7, "info", "vendor-branch"), ("XX905", 9, "info", "vendor-branch"),
         ("XX905", 12, "warning", None)]
 

@@ -2,7 +2,7 @@
 blanked out, and CUDA API identifiers that PyTorch's hipify table does not map.
 Findings inside ``#if``/``#ifdef`` groups that test the HIP/ROCm platform carry the
 ``vendor-branch`` guard, as in Python; those in a branch compiled only with NVTX carry
-``fallback``.
+``fallback-equivalent``.
 
 The hipify table is data generated from PyTorch's own mappings (``portscan.match.hipify``),
 so the check runs the same with or without torch installed.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from portscan.match import Match
-from portscan.match.levels import FALLBACK, GUARD_ORDER, VENDOR_BRANCH
+from portscan.match.levels import FALLBACK_EQUIVALENT, GUARD_ORDER, VENDOR_BRANCH
 from portscan.kinds.sites import KernelKind, KernelSource
 from portscan.ruleset.schema import Rule
 
@@ -85,9 +85,10 @@ def guard_regions(code: str) -> list[tuple[int, int, str]]:
     - ``vendor-branch``: an ``#if``/``#ifdef`` group whose condition names the HIP/ROCm
       platform (``USE_ROCM``, ``__HIP_PLATFORM_AMD__``, ``__HIPCC__``, ``__gfx942__``...):
       every branch of it is code that already handles ROCm;
-    - ``fallback``: a branch compiled only when the build found NVTX (``#ifdef USE_NVTX``,
-      ``#if HAVE_NVTX``): NVTX ranges are profiling annotations, so the build without
-      them computes the same; the C++ form of an import in ``try``/``except ImportError``.
+    - ``fallback-equivalent``: a branch compiled only when the build found NVTX (``#ifdef
+      USE_NVTX``, ``#if HAVE_NVTX``): NVTX ranges are profiling annotations, so the build
+      without them computes the same (the C++ form of a handler that substitutes an
+      equivalent).
 
     A condition continued with backslashes is read whole (Eigen's ``#if (defined(EIGEN_CUDACC)
     ...) \\`` then ``|| defined(EIGEN_HIPCC)``)."""
@@ -103,7 +104,7 @@ def guard_regions(code: str) -> list[tuple[int, int, str]]:
             continue
         group = stack[-1]
         if group.nvtx:
-            regions.append((group.branch, directive.start(), FALLBACK))
+            regions.append((group.branch, directive.start(), FALLBACK_EQUIVALENT))
         group.branch = directive.end()
         if word == "elif":
             group.vendor = group.vendor or bool(_VENDOR_MACRO.search(condition))
