@@ -441,6 +441,19 @@ def test_a_file_that_declares_an_extension_is_parsed_once(tmp_path: Path, monkey
     assert (extension.name, extension.line, extension.sources, extension.findings) == ("ops", 3, ("csrc/ops.cu",), 1)
 
 
+def test_a_source_named_through_a_parent_folder_is_scanned_once(tmp_path: Path) -> None:
+    # `load(sources=[str(here / "../src/k.cu")])`: the walk finds src/k.cu as well
+    (tmp_path / "functions").mkdir()
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "k.cu").write_text('__global__ void k() { asm volatile("membar.gl;"); }\n')
+    (tmp_path / "functions" / "ops.py").write_text(
+        "from torch.utils.cpp_extension import load\nops = load('ops', sources=['../src/k.cu'])\n")
+    result = scan_paths([tmp_path], RuleSet([PTX]), workers=1)
+    assert [(f.path, f.rule) for f in result.findings] == [("src/k.cu", "XX904")]
+    (extension,) = result.extensions
+    assert (extension.sources, extension.findings) == (("src/k.cu",), 1)
+
+
 def test_findings_and_extensions_are_cached_together(tmp_path: Path, monkeypatch) -> None:
     import libcst
 

@@ -321,13 +321,15 @@ def _parallel(jobs: list[tuple[SourcePath, str, frozenset[str]]], rules: RuleSet
 
 
 def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list[str]]:
-    """Existing source files (globs expanded) and the names that matched nothing."""
+    """Existing source files (globs expanded) and the names that matched nothing. Paths
+    are normalised (``functions/../src/k.cu`` is ``src/k.cu``), so a source the walk
+    found too is scanned, and reported, once."""
     files: list[Path] = []
     missing: list[str] = []
     for pattern in globs:
         matched = sorted(base.glob(pattern)) if any(c in pattern for c in "*?[") \
             else [base / pattern] if (base / pattern).is_file() else []
-        files += [p for p in matched if p.is_file()]
+        files += [Path(os.path.normpath(p)) for p in matched if p.is_file()]
         if not matched:
             missing.append(pattern)
     return files, missing
