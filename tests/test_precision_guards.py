@@ -107,6 +107,40 @@ def test_only_ones_and_zeros_are_a_switch_not_a_tuning_choice(rules) -> None:
         (3, "error", None), (4, "info", "tuning")]
 
 
+def test_a_capability_test_that_only_logs_is_message_only(rules) -> None:
+    """Issue 17: no warning for capability values used only in log messages; a branch that
+    also returns or assigns something decides what runs and stays loud."""
+    source = """
+        import logging
+        import torch
+        major, _ = torch.cuda.get_device_capability()
+        if major >= 8:
+            logging.info("bf16 is supported")
+        if major >= 9:
+            print("Hopper")
+        else:
+            pass
+        if major >= 8:
+            logging.info("using bf16")
+            dtype = torch.bfloat16
+        """
+    gates = [(line, rule, s, g) for line, rule, s, g in found(rules, source) if rule in ("PS501", "PS502")]
+    assert gates == [(5, "PS501", "info", "message-only"), (7, "PS502", "info", "message-only"),
+                     (11, "PS501", "warning", None)]
+
+
+@pytest.mark.parametrize("branch, expected", [
+    ('v = "ROCm " + torch.version.hip', ("info", "vendor-branch")),
+    ('raise RuntimeError("not supported on AMD GPUs")', ("info", "vendor-branch")),
+    ('v = f"HIP {torch.version.hip}"', ("info", "vendor-branch")),
+    ('use_bf16 = False', ("warning", None)),
+])
+def test_a_cuda_test_whose_branch_names_rocm_is_a_dispatch(rules, branch, expected) -> None:
+    source = "import torch\nif torch.version.cuda is None:\n    " + branch + "\n"
+    (check,) = [(s, g) for line, rule, s, g in found(rules, source) if rule == "PS402"]
+    assert check == expected
+
+
 def test_a_device_name_table_of_numbers_is_no_tuning_choice(rules) -> None:
     """Peak FLOPs keyed on NVIDIA names: AMD falls through to the default, a wrong number."""
     source = """

@@ -376,3 +376,19 @@ def toolkit_home() -> str | None:
     else:
         from torch.utils.cpp_extension import CUDA_HOME
     return CUDA_HOME
+
+
+def bf16_hint() -> None:
+    """A capability test that only logs a hint (speechbrain's llama2 wrapper; guard
+    `message-only`): nothing runs differently on an AMD GPU."""
+    major, _ = torch.cuda.get_device_capability()
+    if major >= 8:
+        logging.getLogger(__name__).info("Your GPU supports bfloat16: train with bf16=True")
+
+
+def toolkit_line() -> str:
+    """A test of torch.version.cuda whose branch names the ROCm side (speechbrain's system
+    description): the author dispatches by vendor, it is no "GPU present" check."""
+    if torch.version.cuda is None:
+        return "ROCm version: " + torch.version.hip
+    return "CUDA version: " + torch.version.cuda

@@ -50,7 +50,8 @@ class ComparePattern:
     #: compares (``cap < (major, minor)`` to refuse) says nothing of how callers use it
     helpers: bool = True
     #: a test that only picks numbers (``BLOCK = 128 if cap >= (8, 0) else 64``, an
-    #: ``if``/``else`` of tile sizes) is a tuning choice: ``info`` (guard ``tuning``)
+    #: ``if``/``else`` of tile sizes) is a tuning choice: ``info`` (guard ``tuning``); one
+    #: whose branches only print or log decides a message: ``info`` (guard ``message-only``)
     tuning: bool = False
 
     @classmethod
@@ -106,7 +107,8 @@ class ComparePattern:
             text += f", not against {code_list(map(repr, self.not_values))} (in any case)"
         if self.tuning:
             text += ("; a test that only picks numbers (tile sizes, warp or stage counts) is a tuning "
-                     "choice, reported as `info` (guard `tuning`)")
+                     "choice, reported as `info` (guard `tuning`), and one whose branches only print or "
+                     "log decides a message, `info` too (guard `message-only`)")
         return text + "."
 
     def matched_callee(self, names: list[str], accessor: tuple[str, object] | None, op: str,

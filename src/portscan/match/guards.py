@@ -49,6 +49,7 @@ The vendor test is a syntactic heuristic, stated here so users can predict it.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -60,6 +61,7 @@ from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK_EQUIVALENT,
     GUARD_ORDER,
     HANDLED,
+    MESSAGE_ONLY,
     NO_CONSUMER,
     TUNING,
     TYPE_CHECKING,
@@ -101,6 +103,31 @@ def is_vendor_check(expr: cst.CSTNode) -> bool:
         if isinstance(node, cst.Attribute) and VENDOR_WORD.search(node.attr.value):
             return True
         stack.extend(children(node))
+    return False
+
+
+#: a string that names the ROCm side (``"ROCm version: "``, ``"not supported on AMD GPUs"``)
+_ROCM_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(amd|radeon|instinct)\b")
+
+
+def mentions_rocm(node: cst.CSTNode) -> bool:
+    """Does this code name the ROCm side: ``torch.version.hip``, a name like ``is_rocm``,
+    a string saying ROCm, HIP or AMD? A vendor test whose branch does knows both sides."""
+    stack: list[cst.CSTNode] = [node]
+    while stack:
+        item = stack.pop()
+        chain = dotted(item) if isinstance(item, (cst.Name, cst.Attribute)) else None
+        if chain is not None:
+            parts = chain[1]
+            if parts[-2:] == ["version", "hip"] or any(VENDOR_WORD.search(part) for part in parts):
+                return True
+            continue
+        if isinstance(item, (cst.SimpleString, cst.FormattedStringText)):
+            text = string_text(item) if isinstance(item, cst.SimpleString) else item.value
+            if text is not None and _ROCM_TEXT.search(text):
+                return True
+            continue
+        stack.extend(children(item))
     return False
 
 

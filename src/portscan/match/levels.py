@@ -23,6 +23,7 @@ FALLBACK = "fallback"
 FALLBACK_EQUIVALENT = "fallback-equivalent"
 HANDLED = "handled"
 TUNING = "tuning"
+MESSAGE_ONLY = "message-only"
 NO_CONSUMER = "no-consumer"
 
 #: A guard's effect on severity; ``None`` means "one step lower".
@@ -33,12 +34,13 @@ _GUARD_SEVERITY: dict[str, Severity | None] = {
     FALLBACK_EQUIVALENT: Severity.INFO,
     HANDLED: Severity.INFO,
     TUNING: Severity.INFO,
+    MESSAGE_ONLY: Severity.INFO,
     NO_CONSUMER: Severity.INFO,
 }
 _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
                   Severity.INFO: Severity.INFO}
 #: When regions nest, the strongest guard wins.
-GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, HANDLED, TUNING, NO_CONSUMER, FALLBACK_EQUIVALENT, FALLBACK)
+GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, HANDLED, TUNING, MESSAGE_ONLY, NO_CONSUMER, FALLBACK_EQUIVALENT, FALLBACK)
 
 
 def guarded_severity(severity: Severity, guard: str | None, is_import: bool = False) -> Severity:

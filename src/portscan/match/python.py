@@ -37,6 +37,7 @@ from portscan.match.guards import (
     FALLBACK_EQUIVALENT,
     GUARD_ORDER,
     HANDLED,
+    MESSAGE_ONLY,
     NO_CONSUMER,
     TUNING,
     TYPE_CHECKING,
@@ -50,6 +51,7 @@ from portscan.match.guards import (
     is_type_checking,
     is_toolkit_check,
     is_vendor_check,
+    mentions_rocm,
     vendor_flag_values,
 )
 from portscan.match.locate import locate
@@ -354,6 +356,8 @@ class _Collector(Walker):
         self.type_operands: set[int] = set()
         #: the tests of conditions that only choose numbers (see syntax.picks_numbers)
         self.number_choices: list[cst.BaseExpression] = []
+        #: tests of an ``if`` whose branches only print or log (``if major >= 8: logger.info(...)``)
+        self.message_choices: list[cst.BaseExpression] = []
         #: (body, what its handlers catch without re-raising) of every ``try`` that catches
         self.catching_tries: list[tuple[cst.CSTNode, frozenset[str]]] = []
         self._flattened: set[int] = set()
@@ -737,8 +741,7 @@ class _Collector(Walker):
 
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
-        callee = func.value if isinstance(func, cst.Name) else (
-            func.attr.value if isinstance(func, cst.Attribute) else "")
+        callee = _callee_name(node)
         if callee == "bool" and len(node.args) == 1:
             self._mark_test(node)
         elif callee in ("isinstance", "issubclass") and len(node.args) == 2:
@@ -905,12 +908,16 @@ class _Collector(Walker):
             elif is_vendor_check(node.test) or is_toolkit_check(node.test):
                 branches = (node.body, node.orelse)
                 self.regions.extend(Region(b, VENDOR_BRANCH) for b in branches if b is not None)
-                if isinstance(node, cst.If) and isinstance(node.orelse, cst.If) and is_vendor_check(node.orelse.test):
-                    # `if torch.version.cuda: ... elif torch.version.hip: ...` dispatches by vendor:
-                    # the first test is no "GPU present" check
+                if isinstance(node, cst.If) and (isinstance(node.orelse, cst.If) and is_vendor_check(node.orelse.test)
+                                                 or any(mentions_rocm(b) for b in branches if b is not None)):
+                    # `if torch.version.cuda: ... elif torch.version.hip: ...` dispatches by vendor,
+                    # as does `if torch.version.cuda is None: v = "ROCm " + torch.version.hip`:
+                    # the test is no "GPU present" check
                     self.regions.append(Region(node.test, VENDOR_BRANCH))
             if self.index.tuning and picks_numbers(node):
                 self.number_choices.append(node.test)
+            elif self.index.tuning and isinstance(node, cst.If) and _only_reports(node):
+                self.message_choices.append(node.test)
         return True
 
     visit_If = visit_While = visit_IfExp = visit_Assert = _visit_condition
@@ -1828,6 +1835,30 @@ def _argument_site(call: cst.Call, position: int | None, keyword: str | None) ->
 
 
 
+def _only_reports(node: cst.If) -> bool:
+    """Do an ``if``'s branches (``elif``/``else`` included) do nothing but print or log?
+    Then its test decides a message (``if major >= 8: logger.info("bf16 is supported")``),
+    not what runs."""
+    branches: list[cst.BaseSuite] = [node.body]
+    rest = node.orelse
+    while rest is not None:
+        if isinstance(rest, cst.If):
+            branches.append(rest.body)
+            rest = rest.orelse
+        else:
+            branches.append(rest.body)
+            rest = None
+    statements = [s for branch in branches for s in small_statements(branch)]
+    calls = [s.value for s in statements if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)]
+    return bool(calls) and len(calls) + sum(isinstance(s, cst.Pass) for s in statements) == len(statements) \
+        and all(_callee_name(call) in _MESSAGE_CALLS for call in calls)
+
+
+def _callee_name(call: cst.Call) -> str:
+    func = call.func
+    return func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else ""
+
+
 def _names_in(test: cst.CSTNode) -> frozenset[str]:
     """Plain names a condition mentions (``pynvml`` in ``if pynvml is None``)."""
     names: set[str] = set()
@@ -2117,7 +2148,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                      + [node for node, _ in checks] + bindings.statements()
                      + [t.body for t in collector.fallback_tries]
                      + ([body for body, _ in collector.catching_tries] if raising else [])
-                     + (collector.number_choices if tuned else [])
+                     + (collector.number_choices + collector.message_choices if tuned else [])
                      + [n for body, mentions in helpers for n in (body, *mentions)]
                      + list(resolver.origins.values()))
     guarded = [(offsets[id(node)], guard) for node, guard in regions if id(node) in offsets]
@@ -2126,6 +2157,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     catching = [(offsets[id(body)], caught) for body, caught in collector.catching_tries if id(body) in offsets]
 
     choices = [offsets[id(test)] for test in collector.number_choices if id(test) in offsets]
+    messages = [offsets[id(test)] for test in collector.message_choices if id(test) in offsets]
     consumed = {names: _uses_any(collector, names) for names in {_consumers(rule) for rule, *_ in reports} if names}
 
     def guard_at(start: int, end: int, rule: Rule | None = None) -> str | None:
@@ -2137,6 +2169,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             guards.add(HANDLED)  # `try: torch.version.cuda.split(".") except AttributeError: ...`
         if rule is not None and _tunes(rule) and any(s <= start and end <= e for s, e in choices):
             guards.add(TUNING)  # `BLOCK = 128 if cap >= (8, 0) else 64`: the comparison picks a number
+        if rule is not None and _tunes(rule) and any(s <= start and end <= e for s, e in messages):
+            guards.add(MESSAGE_ONLY)  # `if major >= 8: logger.info("bf16 would be faster")`
         if rule is not None and _consumers(rule) and not consumed[_consumers(rule)]:
             guards.add(NO_CONSUMER)  # an FP8 dtype only cast or stored: nothing computes with it here
         return next((g for g in GUARD_ORDER if g in guards), None)
