@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "portscan.ruleset": 3,
     "portscan.match": 4,
     "portscan.filekinds": 5, "portscan.discover": 5, "portscan.suppress": 5, "portscan.gated": 5, "portscan.ported": 5,
+    "portscan.vendored": 5,
     "portscan.scan": 6,
     "portscan.fix": 7,
     "portscan.report": 8, "portscan.docs": 8, "portscan.testing": 8,

@@ -36,7 +36,8 @@ from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.gated import gated_paths, inside
 from portscan.ported import hip_built, rocm_siblings
-from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, guarded_severity
+from portscan.vendored import vendored_library, vendored_roots
+from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED, guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.match.manifests import requirements_includes
 from portscan.match.textfix import mark_text_fixes
@@ -586,6 +587,18 @@ def _text_or_none(inputs: _Inputs, path: Path) -> str | None:
         return None
 
 
+def _in_vendored_library(findings: list[Finding], discovery: Discovery) -> list[Finding]:
+    """Findings inside a vendored copy of a CUDA-only library (CUTLASS under
+    ``third_party/cutlass``) take the ``vendored`` guard: the library is replaced as a
+    whole, at the project's own uses of it (see :mod:`portscan.vendored`)."""
+    roots = vendored_roots(discovery.files) if findings else {}
+    if not roots:
+        return findings
+    return [dataclasses.replace(f, severity=Severity.INFO, guard=VENDORED, fix=None)
+            if f.guard != TYPE_CHECKING_GUARD and vendored_library(f.path, roots) is not None else f
+            for f in findings]
+
+
 def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs,
                   extensions: Sequence[Extension]) -> list[Finding]:
     """Findings in the project's modules that it imports only inside vendor branches, and
@@ -742,8 +755,8 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
             extensions.append(_extension(inputs, scan, source, name, line, files, missing))
     results = [o.result for o in outcomes.values()]
     errors = list(discovery.errors) + [r.error for r in results if r.error]
-    findings = _own_cuda_names(_vendor_gated([f for r in results for f in r.findings], discovery, inputs, extensions),
-                               discovery, inputs)
+    findings = _own_cuda_names(_vendor_gated(_in_vendored_library([f for r in results for f in r.findings], discovery),
+                                             discovery, inputs, extensions), discovery, inputs)
     return ScanResult(
         root=str(discovery.root),
         files_scanned=len(results),

@@ -28,6 +28,7 @@ from portscan.fix.text import fix_text, has_text_fixes
 from portscan.match.floor import Floor, project_floor
 from portscan.gated import gated_paths, inside
 from portscan.ported import hip_built, rocm_siblings
+from portscan.vendored import vendored_library, vendored_roots
 from portscan.model import FileError, Finding, ScanResult
 from portscan.parse import SourceError, decode_python, decode_text, python_encoding, read_bytes
 from portscan.pool import map_in_processes
@@ -204,11 +205,14 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     fixable = {rule.code for rule in rules.rules if rule.fix is not None}
     gated = gated_paths(discovery.files, _readable_text, discovery.root)
     ported = hip_built(discovery.files, _file_text, discovery.root) | rocm_siblings(discovery.files)
+    vendored = vendored_roots(discovery.files)
     for source in discovery.files:
         if gated and inside(source.path, gated):
             continue  # loaded on one vendor only: vendor-branch code, never rewritten (see portscan.gated)
         if source.rel in ported:
             continue  # the NVIDIA side of a choice the project already offers (see portscan.ported)
+        if vendored and vendored_library(source.rel, vendored) is not None:
+            continue  # a vendored CUDA-only library: replaced as a whole (see portscan.vendored)
         if source.kind != "python":
             if has_text_fixes(rules, source.kind):
                 outcome = _fix_text_file(source, rules, unsafe, write, config, target, imported)

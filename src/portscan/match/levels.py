@@ -19,6 +19,7 @@ VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanc
 
 TYPE_CHECKING = "type-checking"
 VENDOR_BRANCH = "vendor-branch"
+VENDORED = "vendored"
 FALLBACK = "fallback"
 FALLBACK_EQUIVALENT = "fallback-equivalent"
 HANDLED = "handled"
@@ -30,6 +31,7 @@ NO_CONSUMER = "no-consumer"
 _GUARD_SEVERITY: dict[str, Severity | None] = {
     TYPE_CHECKING: Severity.INFO,
     VENDOR_BRANCH: Severity.INFO,
+    VENDORED: Severity.INFO,
     FALLBACK: None,
     FALLBACK_EQUIVALENT: Severity.INFO,
     HANDLED: Severity.INFO,
@@ -40,7 +42,8 @@ _GUARD_SEVERITY: dict[str, Severity | None] = {
 _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
                   Severity.INFO: Severity.INFO}
 #: When regions nest, the strongest guard wins.
-GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, HANDLED, TUNING, MESSAGE_ONLY, NO_CONSUMER, FALLBACK_EQUIVALENT, FALLBACK)
+GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, HANDLED, TUNING, MESSAGE_ONLY, NO_CONSUMER,
+               FALLBACK_EQUIVALENT, FALLBACK)
 
 
 def guarded_severity(severity: Severity, guard: str | None, is_import: bool = False) -> Severity:

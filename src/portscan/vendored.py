@@ -1,0 +1,77 @@
+"""Vendored copies of CUDA-only libraries: CUTLASS under ``third_party/cutlass``.
+
+A project that vendors a CUDA-only C++ library (a git submodule checked out, or files
+shipped in its sdist) holds thousands of that library's own CUDA sites: NATTEN's sdist
+carries CUTLASS, whose headers include one another 6,600 times. None of them is a
+porting site of the project: on ROCm the library is replaced as a whole (CUTLASS by
+Composable Kernel or hipBLASLt, CUB by hipCUB, Thrust by rocThrust), a decision the
+project's own uses of it carry -- its ``#include <cutlass/...>`` lines, its
+``.gitmodules`` entry, its CMake -- which stay reported. So findings inside such a copy
+take the ``vendored`` guard (info, never rewritten), a project-level fact like
+:mod:`portscan.gated` and :mod:`portscan.ported`.
+
+A copy is found by a file only that library has (``vendored-libraries.toml``), among
+the files the walk found, in a folder named for the library; the scan root itself is
+never a copy (scanning CUTLASS's own repository reports CUTLASS).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from portscan.discover import SourcePath
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+LIBRARIES_TABLE = Path(__file__).resolve().parent / "vendored-libraries.toml"
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """A CUDA-only library a project may vendor."""
+
+    name: str
+    marker: str  #: a file only the library has, as a path from its own root
+    rocm: str  #: what replaces it on ROCm
+    reference: str
+
+
+@functools.cache
+def libraries() -> tuple[Library, ...]:
+    """The table of ``vendored-libraries.toml``."""
+    table = tomllib.loads(LIBRARIES_TABLE.read_text(encoding="utf-8"))
+    return tuple(Library(name, row["marker"], row["rocm"], row["reference"]) for name, row in table.items())
+
+
+def vendored_roots(files: Sequence[SourcePath]) -> dict[str, Library]:
+    """The folders (paths relative to the scan root) that hold a copy of a CUDA-only
+    library, with that library: each discovered file whose path ends in a library's
+    marker names one, if the folder is named for the library too (``third_party/cutlass``,
+    ``csrc/cutlass``, ``3rdparty/NVTX``; a project's own ``csrc/cub/cub.cuh`` does not make
+    ``csrc`` a copy of CUB). Cheap: a suffix test per file."""
+    found: dict[str, Library] = {}
+    for library in libraries():
+        tail = "/" + library.marker
+        for source in files:
+            if source.rel.endswith(tail):
+                root = source.rel[:-len(tail)]
+                if library.name in root.rsplit("/", 1)[-1].lower():
+                    found.setdefault(root, library)
+    return found
+
+
+def vendored_library(path: str, roots: dict[str, Library]) -> Library | None:
+    """The vendored library a file (a path relative to the scan root) belongs to, if any."""
+    parts = path.split("/")
+    for depth in range(len(parts) - 1, 0, -1):
+        library = roots.get("/".join(parts[:depth]))
+        if library is not None:
+            return library
+    return None

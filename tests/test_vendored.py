@@ -1,0 +1,64 @@
+"""Vendored copies of CUDA-only libraries (``portscan.vendored``): CUTLASS checked out
+under ``third_party/cutlass`` is replaced as a whole on ROCm, so its own sites are info
+(guard ``vendored``) while the project's uses of it stay loud; a folder not named for the
+library, or the library scanned as the project itself, is no vendored copy."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from portscan.discover import Excludes, discover
+from portscan.scan import scan_paths
+from portscan.vendored import libraries, vendored_library, vendored_roots
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "vendored-cutlass"
+CUTLASS = "third_party/cutlass/"
+
+
+def test_the_vendored_library_is_info_and_the_projects_uses_stay_loud(rules) -> None:
+    findings = scan_paths([FIXTURE], rules).findings
+    inside = [f for f in findings if f.path.startswith(CUTLASS)]
+    assert {f.rule for f in inside} >= {"PS916", "PS912", "PS910", "PS919"}  # the copy's own sites are found
+    assert {(f.severity.value, f.guard) for f in inside} == {("info", "vendored")}
+    own = {(f.path, f.rule, f.severity.value) for f in findings if not f.path.startswith(CUTLASS)}
+    assert {("csrc/grouped_gemm.cu", "PS916", "error"), ("csrc/grouped_gemm.cu", "PS912", "error"),
+            ("setup.py", "PS902", "error")} <= own
+
+
+def test_the_library_scanned_as_the_project_is_reported(rules) -> None:
+    findings = scan_paths([FIXTURE / "third_party" / "cutlass"], rules).findings
+    assert findings and not any(f.guard == "vendored" for f in findings)
+    assert ("PS912", "error") in {(f.rule, f.severity.value) for f in findings}
+
+
+def test_a_copy_is_found_by_its_marker_in_a_folder_named_for_it(tmp_path: Path) -> None:
+    for rel in ("third_party/cutlass/include/cutlass/cutlass.h", "3rdparty/NVTX/c/include/nvtx3/nvToolsExt.h",
+                "csrc/cub/cub.cuh", "include/thrust/version.h", "cutlass/include/cutlass/cutlass.h"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("#pragma once\n")
+    roots = vendored_roots(discover([tmp_path], Excludes.of(None), False).files)
+    # csrc/cub and include/thrust are the project's own folders; the top-level cutlass/ folder is one too
+    assert {root: library.name for root, library in roots.items()} == {
+        "third_party/cutlass": "cutlass", "3rdparty/NVTX": "nvtx", "cutlass": "cutlass"}
+    assert vendored_library("third_party/cutlass/include/cutlass/gemm/gemm.h", roots).name == "cutlass"
+    assert vendored_library("third_party/cutlass_ext/gemm.h", roots) is None
+    assert vendored_library("csrc/cub/cub.cuh", roots) is None
+
+
+def test_every_library_in_the_table_names_its_rocm_counterpart_and_a_source() -> None:
+    assert {library.name for library in libraries()} >= {"cutlass", "cub", "thrust", "cccl", "nvtx"}
+    for library in libraries():
+        assert library.rocm and library.reference.startswith("https://") and not library.marker.startswith("/")
+
+
+def test_fix_leaves_a_vendored_library_alone(tmp_path: Path, rules) -> None:
+    """CUTLASS's own Python tooling is the library's, not the project's to rewrite."""
+    from portscan.fix.apply import fix_paths
+
+    tree = tmp_path / "tree"
+    shutil.copytree(FIXTURE, tree)
+    (tree / CUTLASS / "python").mkdir()
+    shutil.copy(tree / "setup.py", tree / CUTLASS / "python" / "setup.py")
+    result = fix_paths([tree], rules, unsafe=True, write=False)
+    assert [f.path for f in result.files if f.applied] == ["setup.py"]  # the project's nvcc flags only
