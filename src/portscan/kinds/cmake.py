@@ -30,6 +30,8 @@ class CMakePattern:
     position: int | None = None  #: only the argument at this 0-based index
     once: bool = False  #: only the first match in each command
     unless: Regex | None = None  #: no match in a file whose code (comments blanked) has this
+    #: no match in an argument whose next argument is this (``CUDA_ARCHITECTURES OFF``: none)
+    unless_next: Regex | None = None
 
     @classmethod
     def read(cls, r: TableReader) -> CMakePattern:
@@ -42,8 +44,11 @@ class CMakePattern:
         regex = r.regex("regex")
         if regex is None and (position is not None or once):
             raise PatternError(r.key("regex"), "`position` and `once` need a regex")
+        unless_next = r.regex("unless_next")
+        if regex is None and unless_next is not None:
+            raise PatternError(r.key("unless_next"), "`unless_next` needs a regex")
         return cls(commands=frozenset(n.lower() for n in names), regex=regex, position=position,
-                   once=once, unless=r.regex("unless"))
+                   once=once, unless=r.regex("unless"), unless_next=unless_next)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()  # only Python files are prefiltered
@@ -55,6 +60,8 @@ class CMakePattern:
             return f"The CMake commands {where} in `CMakeLists.txt` and `*.cmake` files."
         at = f" argument {self.position}" if self.position is not None else " an argument"
         unless = f", unless the file matches `{self.unless.pattern}`" if self.unless else ""
+        if self.unless_next is not None:
+            unless += f"; not where the next argument matches `{self.unless_next.pattern}`"
         return (f"{where} with{at} matching `{self.regex.pattern}`, in `CMakeLists.txt` and "
                 f"`*.cmake` files (comments ignored){unless}.")
 
@@ -68,9 +75,14 @@ class CMakePattern:
                 yield command.start, command.end
                 continue
             args = command.args
+            after = {id(arg): following for arg, following in zip(args, args[1:])}
             if self.position is not None:
                 args = args[self.position:self.position + 1]
             for arg in args:
+                following = after.get(id(arg))
+                if self.unless_next is not None and following is not None \
+                        and self.unless_next.search(following.text):
+                    continue
                 found = False
                 for match in self.regex.finditer(arg.text):
                     if match.end() > match.start():
