@@ -123,6 +123,25 @@ def test_an_import_only_tested_against_loses_nothing(rules, use: str, severity: 
     assert (finding.severity.value, finding.guard) == (severity, guard)
 
 
+@pytest.mark.parametrize(("after", "severity", "guard"), [
+    ("del flash_attn_func, flash_attn_varlen_func", "info", "fallback-equivalent"),
+    ("del flash_attn_func", "warning", "fallback"),  # flash_attn_varlen_func stays bound, maybe used later
+    ("out = flash_attn_func(q, k, v)", "warning", "fallback"),  # calls it: a lost feature
+])
+def test_an_import_deleted_at_once_is_a_probe(rules, after: str, severity: str, guard: str) -> None:
+    """``from flash_attn import flash_attn_func`` then ``del flash_attn_func`` only checks that
+    the package imports (llm-foundry's ``__init__``): nothing is lost when it does not."""
+    source = f"""
+    try:
+        from flash_attn import flash_attn_func, flash_attn_varlen_func
+        {after}
+    except ImportError:
+        pass
+    """
+    found = {(f.severity.value, f.guard) for f in _scan(source, rules) if f.rule == "PS701"}
+    assert found == {(severity, guard)}
+
+
 @pytest.mark.parametrize(("handler", "severity"), [
     ("LN = torch.nn.LayerNorm", "info"),
     ("LN = None", "warning"),  # the feature is gone, not substituted

@@ -253,3 +253,27 @@ def test_a_cuda_looking_name_the_project_declares_is_its_own_not_cudas(tmp_path:
         "}\n")
     found = [(f.path, f.span.line) for f in scan_paths([tmp_path], rules).findings if f.rule == "PS924"]
     assert found == [("csrc/ops.cu", 5)]
+
+
+def test_a_local_or_a_helper_named_like_a_cuda_library_call_is_the_projects(tmp_path: Path, rules) -> None:
+    """MinkowskiEngine's ``const char *cublasGetErrorString(cublasStatus_t)`` (its own, in its
+    namespace) and the locals ``cublasOperation_t cuTransA = ...``: names the project
+    declares, whatever family of CUDA names they look like; an unmapped driver API call
+    beside them is still reported."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "gpu.cu").write_text(
+        "#include <cublas_v2.h>\n"
+        "namespace minkowski {\n"
+        "const char *cublasGetErrorString(cublasStatus_t error) { return \"\"; }\n"
+        "}\n"
+        "__global__ void k(float* x) {}\n"
+        "void gemm(cublasHandle_t handle, bool ta) {\n"
+        "  cublasOperation_t cuTransA =\n"
+        "      ta ? CUBLAS_OP_T : CUBLAS_OP_N;\n"
+        "  cublasSgemm(handle, cuTransA, cuTransA, 1, 1, 1, 0, 0, 1, 0, 1, 0, 0, 1);\n"
+        "  minkowski::cublasGetErrorString(CUBLAS_STATUS_SUCCESS);\n"
+        "  cuTensorMapEncodeTiled(nullptr, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, nullptr, nullptr, nullptr);\n"
+        "}\n")
+    found = [(f.span.line, f.message.split("`")[1]) for f in scan_paths([tmp_path], rules).findings
+             if f.rule == "PS924"]
+    assert found == [(11, "cuTensorMapEncodeTiled")]

@@ -61,18 +61,26 @@ def cuda_headers(cuda_sources: Sequence[Path], read: Callable[[Path], str | None
     return frozenset(h.resolve() for h in included_headers(cuda_sources, (), read, limit))
 
 
+#: a CUDA runtime, driver or library API name (``cudaMalloc``, ``cuTensorMapEncodeTiled``,
+#: ``cublasLtMatmul``, ``nvtxRangePushA``): the names the ``cuda-api`` kind looks up
+CUDA_API_NAME = (r"(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cublas(?:Lt)?[A-Z]\w*|curand[A-Z]\w*"
+                 r"|cusparse(?:Lt)?[A-Z]\w*|cufft[A-Z]\w*|cusolver\w*|nvrtc[A-Z]\w*"
+                 r"|cudnn[A-Z]\w*|nvtx[A-Z]\w*)")
 #: a declaration or definition of a function or a variable whose name looks like CUDA's
 #: (``int cudaNumDevices();``, ``template <typename T> void cudaSum(...)``,
-#: ``std::vector<CudaMemory<T>> cudaSrcs;``): a type word, then the name; not a statement
-#: that starts with a keyword (``return cudaFoo(...)``)
+#: ``std::vector<CudaMemory<T>> cudaSrcs;``, ``const char *cublasGetErrorString(...)``,
+#: ``cublasOperation_t cuTransA =``): qualifiers and a type word, then the name; not a
+#: statement that starts with a keyword (``return cudaFoo(...)``)
 _DECLARED = re.compile(
     r"(?m)^[ \t]*(?:template\s*<[^;{}()]*>\s*)?"
-    r"(?:(?:static|inline|extern|constexpr|virtual|__host__|__device__|__global__|__forceinline__)\s+)*"
+    r"(?:(?:static|inline|extern|constexpr|virtual|__host__|__device__|__global__|__forceinline__"
+    r"|const|volatile|unsigned|signed|struct|enum|class)\s+)*"
     r"(?!(?:return|else|case|delete|new|throw|goto|do|sizeof|co_return|co_await|using|typedef)\b)"
-    r"[A-Za-z_][\w:]*(?:\s*<[^;{}()]*>)?[\s*&]+(cuda[A-Z]\w*)\s*[(;=\[{]")
+    r"[A-Za-z_][\w:]*(?:\s*<[^;{}()]*>)?[\s*&]+(" + CUDA_API_NAME + r")\s*[(;=\[{]")
 
 
 def declared_cuda_names(texts: Iterable[str]) -> frozenset[str]:
-    """The ``cuda*`` names the project's own C++ declares or defines (functions, variables,
-    members): its own, however CUDA-like they read."""
-    return frozenset(name for text in texts if "cuda" in text for name in _DECLARED.findall(text))
+    """The CUDA-API-like names (``cuda*``, ``cu*``, ``cublas*``, ...) the project's own C++
+    declares or defines (functions, variables, members): its own, however CUDA-like they
+    read."""
+    return frozenset(name for text in texts if "cu" in text or "nvtx" in text for name in _DECLARED.findall(text))

@@ -392,3 +392,11 @@ def toolkit_line() -> str:
     if torch.version.cuda is None:
         return "ROCm version: " + torch.version.hip
     return "CUDA version: " + torch.version.cuda
+
+
+try:  # only checks that flash-attn imports (llm-foundry's __init__): the name is dropped at once
+    from flash_attn import flash_attn_func
+    del flash_attn_func
+except ImportError as error:
+    if "undefined symbol" in str(error):
+        raise ImportError("flash_attn was built against another torch") from error

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,7 +76,7 @@ class CMakePattern:
                 yield command.start, command.end
                 continue
             args = command.args
-            after = {id(arg): following for arg, following in zip(args, args[1:])}
+            after = {id(arg): following for arg, following in itertools.pairwise(args)}
             if self.position is not None:
                 args = args[self.position:self.position + 1]
             for arg in args:

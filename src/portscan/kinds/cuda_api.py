@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from portscan.bounded import Regex
+from portscan.headers import CUDA_API_NAME
 from portscan.kinds.sites import KernelSource, Span
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import TableReader
@@ -16,9 +17,7 @@ from portscan.ruleset.table import TableReader
 _INCLUDE_LINE = re.compile(r"^[ \t]*#[ \t]*include\b[^\n]*", re.MULTILINE)
 
 #: CUDA runtime, driver and library API identifiers (not macros) in kernel sources.
-CUDA_API_IDENTIFIERS = (r"\b(?:cuda[A-Z]\w*|cu[A-Z][a-z]\w*|cublas(?:Lt)?[A-Z]\w*|curand[A-Z]\w*"
-                        r"|cusparse(?:Lt)?[A-Z]\w*|cufft[A-Z]\w*|cusolver\w*|nvrtc[A-Z]\w*"
-                        r"|cudnn[A-Z]\w*|nvtx[A-Z]\w*)\b")
+CUDA_API_IDENTIFIERS = rf"\b{CUDA_API_NAME}\b"
 
 
 @dataclass(frozen=True, slots=True)

@@ -362,6 +362,8 @@ class _Collector(Walker):
         self.catching_tries: list[tuple[cst.CSTNode, frozenset[str]]] = []
         self._flattened: set[int] = set()
         self.imported: list[ImportedName] = []
+        #: (scope, name) of each ``del name``
+        self.deleted: set[tuple[int, str]] = set()
         self.use_imports: list[UsedImport] = []
         self.name_checks: list[NameCheck] = []
         #: ``from m import *`` statements: with exactly one, a free name comes from it
@@ -565,6 +567,10 @@ class _Collector(Walker):
         return False
 
     def visit_Del(self, node: cst.Del) -> bool:
+        target = node.target
+        for name in (e.value for e in target.elements) if isinstance(target, (cst.Tuple, cst.List)) else [target]:
+            if isinstance(name, cst.Name):  # `del flash_attn_func` right after importing it: a probe
+                self.deleted.add((id(self.scope), name.value))
         return False
 
     def visit_Assign(self, node: cst.Assign) -> bool:
@@ -2390,13 +2396,16 @@ class _Bindings:
         """Is every name ``statement`` binds used, and only to probe it: its metadata
         (``vllm.__version__`` in an environment report), or as a type a value is tested
         against (``te is not None and isinstance(m, te.LayerNormMLP)``: no object of a
-        type from a missing module exists), beside tests of the name's truth? Then a
+        type from a missing module exists), beside tests of the name's truth, or deleted
+        (``del flash_attn_func``: imported only to see that the import works)? Then a
         failed import loses a line of a report or a branch nothing can reach, no feature."""
         names = set(self.locals(statement))
         if not names:
             return False
-        used: set[str] = set()
         collector = self._collector
+        # `from flash_attn import flash_attn_func` then `del flash_attn_func`: imported to be dropped
+        used = {site.local for site in collector.imported if site.statement is statement and site.local in names
+                and (id(site.scope), site.local) in collector.deleted}
         for chain in self._chains_of(statement, names):
             if len(chain.parts) == 1 and collector.usage.get(id(chain.nodes[0])) == "truth":
                 continue  # `if te is not None`: asks whether the import worked
