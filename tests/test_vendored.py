@@ -47,7 +47,7 @@ def test_a_copy_is_found_by_its_marker_in_a_folder_named_for_it(tmp_path: Path) 
 
 
 def test_every_library_in_the_table_names_its_rocm_counterpart_and_a_source() -> None:
-    assert {library.name for library in libraries()} >= {"cutlass", "cub", "thrust", "cccl", "nvtx"}
+    assert {library.name for library in libraries()} >= {"cutlass", "cub", "thrust", "cccl", "nvtx", "eigen", "gloo"}
     for library in libraries():
         assert library.rocm and library.reference.startswith("https://") and not library.marker.startswith("/")
 
@@ -62,3 +62,16 @@ def test_fix_leaves_a_vendored_library_alone(tmp_path: Path, rules) -> None:
     shutil.copy(tree / "setup.py", tree / CUTLASS / "python" / "setup.py")
     result = fix_paths([tree], rules, unsafe=True, write=False)
     assert [f.path for f in result.files if f.applied] == ["setup.py"]  # the project's nvcc flags only
+
+
+def test_a_library_that_builds_for_rocm_itself_is_vendored_too(tmp_path: Path, rules) -> None:
+    """Eigen's CUDA-only branches (``#if defined(__CUDA_ARCH__)``) compile out under hipcc,
+    which takes its HIP paths; the project's own ``__CUDA_ARCH__`` test is still its own
+    (horovod vendors Eigen and gloo under ``third_party/``)."""
+    guard = "#if defined(__CUDA_ARCH__) && !defined(EIGEN_NO_CUDA)\n#define EIGEN_CUDA_ARCH __CUDA_ARCH__\n#endif\n"
+    for rel in ("third_party/eigen/Eigen/src/Core/util/Macros.h", "csrc/arch.h"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(guard)
+    found = {(f.path, f.severity.value, f.guard) for f in scan_paths([tmp_path], rules).findings if f.rule == "PS920"}
+    assert found == {("third_party/eigen/Eigen/src/Core/util/Macros.h", "info", "vendored"),
+                     ("csrc/arch.h", "warning", None)}

@@ -1,14 +1,15 @@
-"""Vendored copies of CUDA-only libraries: CUTLASS under ``third_party/cutlass``.
+"""Vendored copies of libraries: CUTLASS under ``third_party/cutlass``, Eigen, gloo.
 
-A project that vendors a CUDA-only C++ library (a git submodule checked out, or files
-shipped in its sdist) holds thousands of that library's own CUDA sites: NATTEN's sdist
-carries CUTLASS, whose headers include one another 6,600 times. None of them is a
-porting site of the project: on ROCm the library is replaced as a whole (CUTLASS by
-Composable Kernel or hipBLASLt, CUB by hipCUB, Thrust by rocThrust), a decision the
+A project that vendors a C++ library with GPU code (a git submodule checked out, or
+files shipped in its sdist) holds thousands of that library's own CUDA sites: NATTEN's
+sdist carries CUTLASS, whose headers include one another 6,600 times. None of them is a
+porting site of the project. A CUDA-only library is replaced as a whole on ROCm (CUTLASS
+by Composable Kernel or hipBLASLt, CUB by hipCUB, Thrust by rocThrust), a decision the
 project's own uses of it carry -- its ``#include <cutlass/...>`` lines, its
-``.gitmodules`` entry, its CMake -- which stay reported. So findings inside such a copy
-take the ``vendored`` guard (info, never rewritten), a project-level fact like
-:mod:`portscan.gated` and :mod:`portscan.ported`.
+``.gitmodules`` entry, its CMake -- which stay reported; a library that builds for ROCm
+itself (Eigen's HIP paths, gloo's ``USE_ROCM``) compiles its CUDA-only branches out under
+hipcc. So findings inside such a copy take the ``vendored`` guard (info, never
+rewritten), a project-level fact like :mod:`portscan.gated` and :mod:`portscan.ported`.
 
 A copy is found by a file only that library has (``vendored-libraries.toml``), among
 the files the walk found, in a folder named for the library; the scan root itself is
@@ -35,11 +36,11 @@ LIBRARIES_TABLE = Path(__file__).resolve().parent / "vendored-libraries.toml"
 
 @dataclass(frozen=True, slots=True)
 class Library:
-    """A CUDA-only library a project may vendor."""
+    """A library with GPU code a project may vendor."""
 
     name: str
     marker: str  #: a file only the library has, as a path from its own root
-    rocm: str  #: what replaces it on ROCm
+    rocm: str  #: what replaces it on ROCm, or its own ROCm build
     reference: str
 
 
@@ -51,8 +52,8 @@ def libraries() -> tuple[Library, ...]:
 
 
 def vendored_roots(files: Sequence[SourcePath]) -> dict[str, Library]:
-    """The folders (paths relative to the scan root) that hold a copy of a CUDA-only
-    library, with that library: each discovered file whose path ends in a library's
+    """The folders (paths relative to the scan root) that hold a copy of a library of the
+    table, with that library: each discovered file whose path ends in a library's
     marker names one, if the folder is named for the library too (``third_party/cutlass``,
     ``csrc/cutlass``, ``3rdparty/NVTX``; a project's own ``csrc/cub/cub.cuh`` does not make
     ``csrc`` a copy of CUB). Cheap: a suffix test per file."""
