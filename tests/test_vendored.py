@@ -47,9 +47,11 @@ def test_a_copy_is_found_by_its_marker_in_a_folder_named_for_it(tmp_path: Path) 
 
 
 def test_every_library_in_the_table_names_its_rocm_counterpart_and_a_source() -> None:
-    assert {library.name for library in libraries()} >= {"cutlass", "cub", "thrust", "cccl", "nvtx", "eigen", "gloo"}
+    assert {library.name for library in libraries()} >= {"cutlass", "cub", "thrust", "cccl", "nvtx", "eigen", "gloo",
+                                                          "cmake-cuda-modules"}
     for library in libraries():
         assert library.rocm and library.reference.startswith("https://") and not library.marker.startswith("/")
+        assert library.marker or library.files
 
 
 def test_fix_leaves_a_vendored_library_alone(tmp_path: Path, rules) -> None:
@@ -75,3 +77,21 @@ def test_a_library_that_builds_for_rocm_itself_is_vendored_too(tmp_path: Path, r
     found = {(f.path, f.severity.value, f.guard) for f in scan_paths([tmp_path], rules).findings if f.rule == "PS920"}
     assert found == {("third_party/eigen/Eigen/src/Core/util/Macros.h", "info", "vendored"),
                      ("csrc/arch.h", "warning", None)}
+
+
+def test_a_copy_of_cmakes_own_cuda_module_is_vendored(tmp_path: Path, rules) -> None:
+    """Projects copy CMake's ``FindCUDA.cmake`` and its helpers for older CMake releases
+    (PyTorch's ``Modules_CUDA_fix/upstream/``): the port replaces the project's own
+    ``find_package(CUDA)``, which stays reported, not the module."""
+    module = "cmake/Modules/FindCUDA/select_compute_arch.cmake"
+    (tmp_path / module).parent.mkdir(parents=True)
+    (tmp_path / module).write_text('set(CUDA_KNOWN_GPU_ARCHITECTURES "Kepler" "Maxwell")\n'
+                                   'list(APPEND CUDA_COMMON_GPU_ARCHITECTURES "8.0" "9.0")\n'
+                                   'list(APPEND nvcc_flags -gencode arch=compute_80,code=sm_80)\n')
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.10)\nproject(ops LANGUAGES CXX)\n"
+        "list(APPEND CMAKE_MODULE_PATH ${CMAKE_SOURCE_DIR}/cmake/Modules)\nfind_package(CUDA REQUIRED)\n"
+        "cuda_add_library(ops SHARED ops.cu)\n")
+    findings = scan_paths([tmp_path], rules).findings
+    assert {(f.severity.value, f.guard) for f in findings if f.path == module} == {("info", "vendored")}
+    assert any(f.path == "CMakeLists.txt" and f.severity.value != "info" for f in findings)

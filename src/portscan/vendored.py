@@ -39,16 +39,20 @@ class Library:
     """A library with GPU code a project may vendor."""
 
     name: str
-    marker: str  #: a file only the library has, as a path from its own root
+    marker: str  #: a file only the library has, as a path from its own root ("" for none)
     rocm: str  #: what replaces it on ROCm, or its own ROCm build
     reference: str
+    #: single files that are copies of the library wherever they sit (CMake's own
+    #: ``FindCUDA.cmake``), as a file name or the end of a path
+    files: tuple[str, ...] = ()
 
 
 @functools.cache
 def libraries() -> tuple[Library, ...]:
     """The table of ``vendored-libraries.toml``."""
     table = tomllib.loads(LIBRARIES_TABLE.read_text(encoding="utf-8"))
-    return tuple(Library(name, row["marker"], row["rocm"], row["reference"]) for name, row in table.items())
+    return tuple(Library(name, row.get("marker", ""), row["rocm"], row["reference"], tuple(row.get("files", ())))
+                 for name, row in table.items())
 
 
 def vendored_roots(files: Sequence[SourcePath]) -> dict[str, Library]:
@@ -56,22 +60,27 @@ def vendored_roots(files: Sequence[SourcePath]) -> dict[str, Library]:
     table, with that library: each discovered file whose path ends in a library's
     marker names one, if the folder is named for the library too (``third_party/cutlass``,
     ``csrc/cutlass``, ``3rdparty/NVTX``; a project's own ``csrc/cub/cub.cuh`` does not make
-    ``csrc`` a copy of CUB). Cheap: a suffix test per file."""
+    ``csrc`` a copy of CUB); a file named as one of a library's single-file copies is one
+    itself (``cmake/Modules/FindCUDA.cmake``). Cheap: a suffix test per file."""
     found: dict[str, Library] = {}
     for library in libraries():
         tail = "/" + library.marker
+        copies = tuple("/" + name for name in library.files)
         for source in files:
-            if source.rel.endswith(tail):
+            if library.marker and source.rel.endswith(tail):
                 root = source.rel[:-len(tail)]
                 if library.name in root.rsplit("/", 1)[-1].lower():
                     found.setdefault(root, library)
+            if copies and ("/" + source.rel).endswith(copies):
+                found.setdefault(source.rel, library)
     return found
 
 
 def vendored_library(path: str, roots: dict[str, Library]) -> Library | None:
-    """The vendored library a file (a path relative to the scan root) belongs to, if any."""
+    """The vendored library a file (a path relative to the scan root) belongs to, if any:
+    a copy of it, or a file in a folder that holds one."""
     parts = path.split("/")
-    for depth in range(len(parts) - 1, 0, -1):
+    for depth in range(len(parts), 0, -1):
         library = roots.get("/".join(parts[:depth]))
         if library is not None:
             return library
