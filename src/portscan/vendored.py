@@ -19,17 +19,12 @@ never a copy (scanning CUTLASS's own repository reports CUTLASS).
 from __future__ import annotations
 
 import functools
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from portscan.config import tomllib  # tomli before Python 3.11
 from portscan.discover import SourcePath
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
 
 LIBRARIES_TABLE = Path(__file__).resolve().parent / "vendored-libraries.toml"
 

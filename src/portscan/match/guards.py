@@ -82,22 +82,28 @@ def is_type_checking(test: cst.BaseExpression) -> bool:
     return chain is not None and chain[1][-1] == "TYPE_CHECKING"
 
 
-def is_vendor_check(expr: cst.CSTNode) -> bool:
-    """Does this condition ask which GPU vendor (or build) it runs on?"""
+#: the builds ``torch.version`` names
+_BUILDS = (["version", "hip"], ["version", "cuda"])
+#: a string that names the ROCm side (``"ROCm version: "``, ``"not supported on AMD GPUs"``)
+_ROCM_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(amd|radeon|instinct)\b")
+
+
+def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pattern[str]) -> bool:
+    """Does ``expr`` name a vendor: ``torch.version.<build>`` for one of ``builds``, a name
+    part like ``is_rocm``/``IS_HIP``, or a string (an f-string's text included) that
+    ``text`` finds?"""
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
         chain = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
         if chain is not None:
             parts = chain[1]
-            if parts[-2:] in (["version", "hip"], ["version", "cuda"]):
-                return True
-            if any(VENDOR_WORD.search(part) for part in parts):
+            if parts[-2:] in builds or any(VENDOR_WORD.search(part) for part in parts):
                 return True
             continue
-        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)):
-            text = string_text(node)
-            if text is not None and VENDOR_TEXT.search(text):
+        if isinstance(node, (cst.SimpleString, cst.FormattedStringText)):
+            value = string_text(node) if isinstance(node, cst.SimpleString) else node.value
+            if value is not None and text.search(value):
                 return True
             continue
         if isinstance(node, cst.Attribute) and VENDOR_WORD.search(node.attr.value):
@@ -106,29 +112,15 @@ def is_vendor_check(expr: cst.CSTNode) -> bool:
     return False
 
 
-#: a string that names the ROCm side (``"ROCm version: "``, ``"not supported on AMD GPUs"``)
-_ROCM_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(amd|radeon|instinct)\b")
+def is_vendor_check(expr: cst.CSTNode) -> bool:
+    """Does this condition ask which GPU vendor (or build) it runs on?"""
+    return _names_vendor(expr, _BUILDS, VENDOR_TEXT)
 
 
 def mentions_rocm(node: cst.CSTNode) -> bool:
     """Does this code name the ROCm side: ``torch.version.hip``, a name like ``is_rocm``,
     a string saying ROCm, HIP or AMD? A vendor test whose branch does knows both sides."""
-    stack: list[cst.CSTNode] = [node]
-    while stack:
-        item = stack.pop()
-        chain = dotted(item) if isinstance(item, (cst.Name, cst.Attribute)) else None
-        if chain is not None:
-            parts = chain[1]
-            if parts[-2:] == ["version", "hip"] or any(VENDOR_WORD.search(part) for part in parts):
-                return True
-            continue
-        if isinstance(item, (cst.SimpleString, cst.FormattedStringText)):
-            text = string_text(item) if isinstance(item, cst.SimpleString) else item.value
-            if text is not None and _ROCM_TEXT.search(text):
-                return True
-            continue
-        stack.extend(children(item))
-    return False
+    return _names_vendor(node, _BUILDS[:1], _ROCM_TEXT)
 
 
 def build_flag(expr: cst.BaseExpression, which: str) -> bool:
