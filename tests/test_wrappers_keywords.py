@@ -130,6 +130,26 @@ def test_cxx_or_unrelated_keywords_are_not_nvcc_flags(rules) -> None:
     assert _scan(rules, source, ["PS903", "PS908"]) == []
 
 
+def test_compile_args_given_to_setup_itself_reach_no_compiler(rules) -> None:
+    """``setup(extra_compile_args={...})`` (hqq's ``setup_cuda.py``): setuptools drops an
+    option it does not know ("Unknown distribution option"); the same dict given to the
+    extension, or named and shared with it, is the extension's."""
+    source = """\
+        from setuptools import setup
+        from torch.utils.cpp_extension import BuildExtension, CUDAExtension
+
+        args = {"nvcc": ["-O3", "--use_fast_math"]}
+        setup(
+            name="ops",
+            ext_modules=[CUDAExtension("ops", ["ops.cu"])],
+            extra_compile_args={"cxx": ["-O3"], "nvcc": ["-O3", "--use_fast_math"]},
+            cmdclass={"build_ext": BuildExtension},
+        )
+        setup(name="ops2", ext_modules=[CUDAExtension("ops2", ["ops2.cu"], extra_compile_args=args)])
+        """
+    assert _scan(rules, source, ["PS903"], "setup.py") == [("PS903", 4, "error", None)]
+
+
 def test_wrappers_of_wrappers_two_levels(rules) -> None:
     source = """\
         import subprocess

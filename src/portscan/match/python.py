@@ -117,6 +117,8 @@ _FLAG_DEFS = {
 _COMPILER_KEYS = frozenset({"nvcc", "cxx"})
 _CUDA_EXTENSION = "torch.utils.cpp_extension.CUDAExtension"
 #: setuptools' own extension declarations (``libraries=`` there is linked too)
+#: the calls that are a package's ``setup()``
+_SETUP_CALLS = frozenset({"setuptools.setup", "distutils.core.setup"})
 _SETUP_EXTENSIONS = frozenset({"setuptools.Extension", "setuptools.extension.Extension",
                                "distutils.core.Extension", "distutils.extension.Extension"})
 #: keywords that make a call an extension build, whatever its callee
@@ -1179,7 +1181,7 @@ class _Resolver:
         extras_require={...}, setup_requires=[...])``."""
         for call, scope in self.c.calls:
             names = self.callee_names(call, scope)
-            if not any(n in ("setuptools.setup", "distutils.core.setup") for n in names):
+            if not _SETUP_CALLS & set(names):
                 continue
             for arg in call.args:
                 keyword = arg.keyword.value if arg.keyword is not None else ""
@@ -1567,7 +1569,16 @@ class _Resolver:
                 for argument in arguments & takers:
                     for node, at in self._flag_items(compile_args, scope, 0, None, followed):
                         yield argument, node, at
+        # `setup(extra_compile_args={"nvcc": [...]})`: setuptools drops an option it does not
+        # know ("Unknown distribution option"), so that dict reaches no compiler
+        dropped = {id(element.value) for call, scope in self.c.calls
+                   if isinstance(value := next((a.value for a in call.args if a.keyword is not None
+                                                and a.keyword.value == "extra_compile_args"), None), cst.Dict)
+                   and _SETUP_CALLS & set(self.callee_names(call, scope))
+                   for element in value.elements if isinstance(element, cst.DictElement)}
         for key, value, scope in self.c.dict_items:
+            if id(value) in dropped:
+                continue
             if key in arguments and key in _COMPILER_KEYS:
                 for node, at in self._flag_items(value, scope, 0, None, followed):
                     yield key, node, at
