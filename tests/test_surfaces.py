@@ -573,12 +573,15 @@ def test_code_compiled_only_with_nvtx_is_fallback_equivalent() -> None:
     #if !defined(DISABLE_NVTX)
     __device__ int j(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
     #endif
+    #ifdef DISABLE_NVTX
+    __device__ int k(int v) { return __shfl_xor_sync(0xffffffff, v, 1); }
+    #endif
     """
     found = scan_source(textwrap.dedent(source), "k.cu", RuleSet([MASK]))
     assert [(f.rule, f.span.line, f.severity.value, f.guard) for f in found] == [
         ("XX905", 2, "info", "fallback-equivalent"), ("XX905", 4, "warning", None),
         ("XX905", 7, "info", "vendor-branch"), ("XX905", 9, "info", "vendor-branch"),
-        ("XX905", 12, "warning", None)]
+        ("XX905", 12, "warning", None), ("XX905", 15, "warning", None)]
 
 
 def test_build_args_written_through_dict_keys() -> None:

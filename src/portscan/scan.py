@@ -588,9 +588,9 @@ def _text_or_none(inputs: _Inputs, path: Path) -> str | None:
 
 
 def _in_vendored_library(findings: list[Finding], discovery: Discovery) -> list[Finding]:
-    """Findings inside a vendored copy of a CUDA-only library (CUTLASS under
-    ``third_party/cutlass``) take the ``vendored`` guard: the library is replaced as a
-    whole, at the project's own uses of it (see :mod:`portscan.vendored`)."""
+    """Findings inside a vendored copy of a library (CUTLASS under ``third_party/cutlass``,
+    Eigen, CMake's ``FindCUDA.cmake``) take the ``vendored`` guard: none of them is the
+    project's to port; its own uses of the library stay reported (see :mod:`portscan.vendored`)."""
     roots = vendored_roots(discovery.files) if findings else {}
     if not roots:
         return findings

@@ -212,7 +212,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
         if source.rel in ported:
             continue  # the NVIDIA side of a choice the project already offers (see portscan.ported)
         if vendored and vendored_library(source.rel, vendored) is not None:
-            continue  # a vendored CUDA-only library: replaced as a whole (see portscan.vendored)
+            continue  # a vendored copy of a library: not the project's to port (see portscan.vendored)
         if source.kind != "python":
             if has_text_fixes(rules, source.kind):
                 outcome = _fix_text_file(source, rules, unsafe, write, config, target, imported)

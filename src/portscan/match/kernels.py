@@ -27,6 +27,8 @@ _VENDOR_MACRO = re.compile(r"(?i)rocm|hip|amdgcn|__gfx\w*__")
 #: a macro that says the build has NVTX (``USE_NVTX``, ``HAVE_NVTX``, ``NVTX_ENABLED``)
 _NVTX_MACRO = re.compile(r"\b\w*NVTX\w*\b")
 _NOT_NVTX = re.compile(r"!\s*(?:defined\s*\(?\s*)?\w*NVTX")
+#: a macro name that turns something off (``DISABLE_NVTX``, ``NO_NVTX``, ``NVTX_DISABLED``)
+_OFF_WORD = re.compile(r"(?i)(?:^|_)(?:NO|DISABLED?|WITHOUT|SKIP)(?:_|$)")
 
 
 #: a comment, a raw string (``R"(...)"``: jiterator and NVRTC sources kept as text) or a
@@ -74,9 +76,10 @@ class _Group:
 
 def _names_nvtx(word: str, condition: str) -> bool:
     """Does this directive open a branch that is compiled only with NVTX (``#ifdef
-    USE_NVTX``, ``#if HAVE_NVTX``), not one that is compiled only without it?"""
-    return (word in ("if", "ifdef", "elif") and _NVTX_MACRO.search(condition) is not None
-            and _NOT_NVTX.search(condition) is None)
+    USE_NVTX``, ``#if HAVE_NVTX``), not one that is compiled only without it (``#if
+    !defined(USE_NVTX)``, ``#ifdef DISABLE_NVTX``)?"""
+    return (word in ("if", "ifdef", "elif") and _NOT_NVTX.search(condition) is None
+            and any(_OFF_WORD.search(name) is None for name in _NVTX_MACRO.findall(condition)))
 
 
 def guard_regions(code: str) -> list[tuple[int, int, str]]:
