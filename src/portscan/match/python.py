@@ -96,6 +96,9 @@ _DECLARING_BUILDERS = EXTENSION_BUILDERS - {"torch.utils.cpp_extension.load_inli
 _MESSAGE_CALLS = frozenset({"print", "debug", "info", "warning", "warn", "error", "exception", "critical",
                             "log", "warning_once", "info_once", "warn_once", "debug_once", "print_rank_0",
                             "rank_zero_info", "rank_zero_warn", "rank_zero_debug"})
+#: the message calls that only inform: not ``error``/``exception``/``critical``, which may end
+#: the run (``parser.error(...)`` exits) or report what stops it
+_HINT_CALLS = _MESSAGE_CALLS - {"error", "exception", "critical"}
 #: an f-string's text just before a placeholder that makes it a CUDA wheel tag (``+cu{v}``)
 _WHEEL_TAG = re.compile(r"(?:^|[^A-Za-z0-9])cu$")
 #: environment lookups whose default is the value when the variable is unset
@@ -1868,7 +1871,7 @@ def _only_reports(node: cst.If) -> bool:
     statements = [s for branch in branches for s in small_statements(branch)]
     calls = [s.value for s in statements if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)]
     return bool(calls) and len(calls) + sum(isinstance(s, cst.Pass) for s in statements) == len(statements) \
-        and all(_callee_name(call) in _MESSAGE_CALLS for call in calls)
+        and all(_callee_name(call) in _HINT_CALLS for call in calls)
 
 
 def _callee_name(call: cst.Call) -> str:
