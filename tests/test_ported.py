@@ -111,3 +111,18 @@ def test_fix_leaves_the_nvidia_side_of_a_ported_choice_alone(tmp_path: Path, rul
                      "Dockerfile": cuda_image})
     result = fix_paths([tmp_path], rules, unsafe=True, write=False)
     assert [f.path for f in result.files if f.applied] == ["Dockerfile"]
+
+
+def test_a_file_named_for_one_cuda_release_is_an_arm_of_a_cuda_matrix(tmp_path: Path, rules) -> None:
+    """The PyG projects' per-release CI scripts (``.github/workflows/cuda/cu117-Linux.sh``),
+    ``Dockerfile.cu121``: a port adds ROCm arms beside them and edits none; a script that
+    names no release, and a Python module (its importers decide), keep their findings."""
+    script = "#!/bin/bash\nexport TORCH_CUDA_ARCH_LIST=\"6.0+PTX;7.0;8.0\"\nsudo apt-get install -y cuda-nvcc-11-7\n"
+    write(tmp_path, {".github/workflows/cuda/cu117-Linux.sh": script, ".github/workflows/cuda/cuda-12.1-env.sh": script,
+                     "scripts/install.sh": script, "tools/cu118_env.py": "import pynvml\n"})
+    found = severities(tmp_path, rules)
+    arms = {key for key in found if key[0].startswith(".github/")}
+    assert {(".github/workflows/cuda/cu117-Linux.sh", "PS610"), (".github/workflows/cuda/cuda-12.1-env.sh", "PS824")} <= arms
+    assert all(found[key] == {"info"} for key in arms)
+    assert found[("scripts/install.sh", "PS610")] == {"warning"}
+    assert found[("tools/cu118_env.py", "PS602")] == {"error"}

@@ -1,12 +1,15 @@
 """What a project already ports itself: the CUDA files it has a ROCm counterpart of.
 
-Two project-level facts, like :mod:`portscan.gated`, whose files' findings take the
+Three project-level facts, like :mod:`portscan.gated`, whose files' findings take the
 ``vendor-branch`` guard:
 
 - **ROCm siblings** (:func:`rocm_siblings`): a file named for CUDA beside the same name
   for ROCm (``full-cuda.Dockerfile`` and ``full-rocm.Dockerfile``,
   ``requirements-cuda.txt`` and ``requirements-rocm.txt``) is the NVIDIA arm of a choice
   the project already offers;
+- **CUDA-version arms** (:func:`cuda_version_arms`): a file named for one CUDA release
+  (``cu118-Linux.sh``, ``Dockerfile.cu121``, ``requirements-cuda12.1.txt``) is one arm of
+  a matrix of CUDA builds: a port adds ROCm arms beside it, it does not edit it;
 - **sources built for HIP** (:func:`hip_built`), below.
 
 A project whose own CMake compiles its CUDA sources as HIP (llama.cpp's ``ggml-hip``:
@@ -40,6 +43,12 @@ _HIP_BUILD = re.compile(r"(?i)\benable_language\s*\(\s*HIP\b|\bLANGUAGES?\b[^)\n
 _CUDA_PATH = re.compile(r"""["']?([\w./${}*\-]+\.cuh?)["']?(?=[\s)])""")
 #: ``file(GLOB_RECURSE ...)``: its patterns match in subdirectories too
 _RECURSE = re.compile(r"(?i)\bfile\s*\(\s*GLOB_RECURSE\b[^)]*")
+
+
+def ported_files(files: Sequence[SourcePath], read: Callable[[Path], str | None], root: Path) -> frozenset[str]:
+    """Every file (a path relative to the scan root) of the three facts: sources built for
+    HIP, ROCm siblings and CUDA-version arms; ``read`` gives a file's text (None: unreadable)."""
+    return hip_built(files, read, root) | rocm_siblings(files) | cuda_version_arms(files)
 
 
 def hip_built(files: Sequence[SourcePath], read: Callable[[Path], str | None], root: Path) -> frozenset[str]:
@@ -107,6 +116,17 @@ def rocm_siblings(files: Sequence[SourcePath]) -> frozenset[str]:
         if any(posixpath.join(folder, *candidate) in present for candidate in _counterparts(name)):
             found.add(rel)
     return frozenset(found)
+
+
+#: a CUDA release in a file name: ``cu118``, ``cu121``, ``cuda11.8``, ``cuda-12.1``
+_CUDA_RELEASE = re.compile(r"(?i)(?:^|[^a-z0-9])(?:cu\d{2,3}|cuda[-_.]?\d{1,2}\.\d)(?![a-z0-9])")
+
+
+def cuda_version_arms(files: Sequence[SourcePath]) -> frozenset[str]:
+    """The files (not Python modules: who imports those decides) whose name says which
+    CUDA release they serve (``.github/workflows/cuda/cu117-Linux.sh``, the PyG projects'
+    per-release CI scripts; ``Dockerfile.cu121``): one arm of a matrix of CUDA builds."""
+    return frozenset(f.rel for f in files if f.kind != "python" and _CUDA_RELEASE.search(f.rel.rsplit("/", 1)[-1]))
 
 
 def _counterparts(parts: list[str]) -> Iterator[list[str]]:

@@ -35,7 +35,7 @@ from portscan.match import Match, snippet
 from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.gated import gated_paths, inside
-from portscan.ported import hip_built, rocm_siblings
+from portscan.ported import ported_files
 from portscan.vendored import vendored_library, vendored_roots
 from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED, guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
@@ -618,8 +618,7 @@ def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs
     root = discovery.root
     gated = _gated_cached(discovery, inputs, text)
     gated |= {root / rel for e in extensions if inside(root / e.path, gated) for rel in (*e.sources, *e.headers)}
-    ported = hip_built(discovery.files, lambda path: _text_or_none(inputs, path), root) \
-        | rocm_siblings(discovery.files)
+    ported = ported_files(discovery.files, lambda path: _text_or_none(inputs, path), root)
     if not gated and not ported:
         return findings
     return [dataclasses.replace(f, severity=Severity.INFO, guard=VENDOR_BRANCH, fix=None)
