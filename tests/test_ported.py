@@ -122,7 +122,8 @@ def test_a_file_named_for_one_cuda_release_is_an_arm_of_a_cuda_matrix(tmp_path: 
                      "scripts/install.sh": script, "tools/cu118_env.py": "import pynvml\n"})
     found = severities(tmp_path, rules)
     arms = {key for key in found if key[0].startswith(".github/")}
-    assert {(".github/workflows/cuda/cu117-Linux.sh", "PS610"), (".github/workflows/cuda/cuda-12.1-env.sh", "PS824")} <= arms
+    assert {(".github/workflows/cuda/cu117-Linux.sh", "PS610"),
+            (".github/workflows/cuda/cuda-12.1-env.sh", "PS824")} <= arms
     assert all(found[key] == {"info"} for key in arms)
     assert found[("scripts/install.sh", "PS610")] == {"warning"}
     assert found[("tools/cu118_env.py", "PS602")] == {"error"}
