@@ -127,3 +127,17 @@ def test_a_file_named_for_one_cuda_release_is_an_arm_of_a_cuda_matrix(tmp_path: 
     assert all(found[key] == {"info"} for key in arms)
     assert found[("scripts/install.sh", "PS610")] == {"warning"}
     assert found[("tools/cu118_env.py", "PS602")] == {"error"}
+
+
+def test_the_hip_build_is_cached_with_the_files_it_was_read_from(tmp_path: Path, rules) -> None:
+    """A warm scan reads no CMake file again for the HIP-build fact; adding the HIP build
+    (a changed tree) is seen."""
+    project, cache = tmp_path / "project", tmp_path / "cache"
+    write(project, KERNELS)
+    cold = scan_paths([project], rules, cache=cache)
+    warm = scan_paths([project], rules, cache=cache)
+    assert warm.findings == cold.findings
+    assert {f.severity.value for f in warm.findings if f.path == "src/backend-cuda/common.cuh"} >= {"error"}
+    write(project, HIP_BUILD)
+    after = scan_paths([project], rules, cache=cache)
+    assert {f.severity.value for f in after.findings if f.path.startswith("src/backend-cuda/")} == {"info"}

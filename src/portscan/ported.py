@@ -1,4 +1,4 @@
-"""What a project already ports itself: the CUDA files it has a ROCm counterpart of.
+"""What a project ports itself, or ports beside: CUDA files that are one arm of a choice.
 
 Three project-level facts, like :mod:`portscan.gated`, whose files' findings take the
 ``vendor-branch`` guard:
@@ -45,10 +45,11 @@ _CUDA_PATH = re.compile(r"""["']?([\w./${}*\-]+\.cuh?)["']?(?=[\s)])""")
 _RECURSE = re.compile(r"(?i)\bfile\s*\(\s*GLOB_RECURSE\b[^)]*")
 
 
-def ported_files(files: Sequence[SourcePath], read: Callable[[Path], str | None], root: Path) -> frozenset[str]:
-    """Every file (a path relative to the scan root) of the three facts: sources built for
-    HIP, ROCm siblings and CUDA-version arms; ``read`` gives a file's text (None: unreadable)."""
-    return hip_built(files, read, root) | rocm_siblings(files) | cuda_version_arms(files)
+def ported_files(files: Sequence[SourcePath], built: frozenset[str]) -> frozenset[str]:
+    """Every file (a path relative to the scan root) of the three facts: ``built``, what
+    :func:`hip_built` gives (the only one that reads files, so a caller may keep it in a
+    cache), ROCm siblings and CUDA-version arms."""
+    return built | rocm_siblings(files) | cuda_version_arms(files)
 
 
 def hip_built(files: Sequence[SourcePath], read: Callable[[Path], str | None], root: Path) -> frozenset[str]:

@@ -35,7 +35,7 @@ from portscan.match import Match, snippet
 from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.gated import gated_paths, inside
-from portscan.ported import ported_files
+from portscan.ported import hip_built, ported_files
 from portscan.vendored import vendored_library, vendored_roots
 from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED, guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
@@ -603,9 +603,9 @@ def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs
                   extensions: Sequence[Extension]) -> list[Finding]:
     """Findings in the project's modules that it imports only inside vendor branches, and
     in the sources and headers of the extensions those modules declare (see
-    :mod:`portscan.gated`), in the sources its own CMake builds for HIP (see
-    :mod:`portscan.ported`), and in files with a ROCm sibling, take the ``vendor-branch``
-    guard."""
+    :mod:`portscan.gated`), and in what :mod:`portscan.ported` finds (the sources its own
+    CMake builds for HIP, files with a ROCm sibling, files named for one CUDA release),
+    take the ``vendor-branch`` guard."""
     if not any(f.severity is not Severity.INFO for f in findings):
         return findings
 
@@ -618,7 +618,13 @@ def _vendor_gated(findings: list[Finding], discovery: Discovery, inputs: _Inputs
     root = discovery.root
     gated = _gated_cached(discovery, inputs, text)
     gated |= {root / rel for e in extensions if inside(root / e.path, gated) for rel in (*e.sources, *e.headers)}
-    ported = ported_files(discovery.files, lambda path: _text_or_none(inputs, path), root)
+    # hip_built reads the CMake files, then the sources and headers they build: without a
+    # CMake file it reads nothing and finds nothing, so there is no key to make then
+    cmake = [s for s in discovery.files if s.kind == "cmake"]
+    built = _cached_fact(inputs, "hip-built", cmake + [s for s in discovery.files if s.kind in _KERNEL_KINDS],
+                         lambda: tuple(sorted(hip_built(discovery.files, lambda path: _text_or_none(inputs, path),
+                                                        root)))) if cmake else ()
+    ported = ported_files(discovery.files, frozenset(built))
     if not gated and not ported:
         return findings
     return [dataclasses.replace(f, severity=Severity.INFO, guard=VENDOR_BRANCH, fix=None)

@@ -27,7 +27,7 @@ from portscan.fix.engine import FileFix, fix_source
 from portscan.fix.text import fix_text, has_text_fixes
 from portscan.match.floor import Floor, project_floor
 from portscan.gated import gated_paths, inside
-from portscan.ported import ported_files
+from portscan.ported import hip_built, ported_files
 from portscan.vendored import vendored_library, vendored_roots
 from portscan.model import FileError, Finding, ScanResult
 from portscan.parse import SourceError, decode_python, decode_text, python_encoding, read_bytes
@@ -204,7 +204,7 @@ def fix_paths(paths: Sequence[Path], rules: RuleSet, unsafe: bool = False, write
     scanned = open_cache(cache, rules, config)
     fixable = {rule.code for rule in rules.rules if rule.fix is not None}
     gated = gated_paths(discovery.files, _readable_text, discovery.root)
-    ported = ported_files(discovery.files, _file_text, discovery.root)
+    ported = ported_files(discovery.files, hip_built(discovery.files, _file_text, discovery.root))
     vendored = vendored_roots(discovery.files)
     for source in discovery.files:
         if gated and inside(source.path, gated):

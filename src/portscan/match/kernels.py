@@ -154,6 +154,8 @@ def match_cpp(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None) -
 def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, device: bool = True) -> list[Match]:
     code = strip_code(text)
     matches = _kernel_matches(code, rules, hipify, device)
+    if not matches:
+        return []  # no directive to read: most headers that mention CUDA match nothing
     regions = guard_regions(code)
     return [Match(m.rule, m.start, m.end, m.variables,
                   _strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]))

@@ -119,9 +119,9 @@ _FLAG_DEFS = {
 #: ``extra_compile_args`` keys: the flags of one compiler
 _COMPILER_KEYS = frozenset({"nvcc", "cxx"})
 _CUDA_EXTENSION = "torch.utils.cpp_extension.CUDAExtension"
-#: setuptools' own extension declarations (``libraries=`` there is linked too)
 #: the calls that are a package's ``setup()``
 _SETUP_CALLS = frozenset({"setuptools.setup", "distutils.core.setup"})
+#: setuptools' own extension declarations (``libraries=`` there is linked too)
 _SETUP_EXTENSIONS = frozenset({"setuptools.Extension", "setuptools.extension.Extension",
                                "distutils.core.Extension", "distutils.extension.Extension"})
 #: keywords that make a call an extension build, whatever its callee
@@ -1551,11 +1551,17 @@ class _Resolver:
         ``def nvcc_flags(self)``) that no call in the module was followed into; values are
         followed through locals, ``+``, ``.append``/``.extend`` and the module's own helpers."""
         followed: set[int] = set()
+        #: the values of ``setup(extra_compile_args={"nvcc": [...]})``: setuptools drops an
+        #: option it does not know ("Unknown distribution option"), so they reach no compiler
+        dropped: set[int] = set()
         for call, scope in self.c.calls:
             keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
             if not keywords:
                 continue
             builders = self._builders(call, scope)
+            compile_args = keywords.get("extra_compile_args")
+            if isinstance(compile_args, cst.Dict) and builders & _SETUP_CALLS:
+                dropped.update(id(e.value) for e in compile_args.elements if isinstance(e, cst.DictElement))
             declares = bool(builders & (EXTENSION_BUILDERS | _SETUP_EXTENSIONS))
             for argument in arguments:
                 for keyword in _FLAG_KEYWORDS[argument]:
@@ -1565,20 +1571,12 @@ class _Resolver:
                         continue
                     for node, at in self._flag_items(value, scope, 0, None, followed):
                         yield argument, node, at
-            compile_args = keywords.get("extra_compile_args")
             if compile_args is not None and declares and not self._dicts(compile_args, scope):
                 # the list form: CUDAExtension gives it to the host compiler and to nvcc alike
                 takers = {"cxx", "nvcc"} if _CUDA_EXTENSION in builders else {"cxx"}
                 for argument in arguments & takers:
                     for node, at in self._flag_items(compile_args, scope, 0, None, followed):
                         yield argument, node, at
-        # `setup(extra_compile_args={"nvcc": [...]})`: setuptools drops an option it does not
-        # know ("Unknown distribution option"), so that dict reaches no compiler
-        dropped = {id(element.value) for call, scope in self.c.calls
-                   if isinstance(value := next((a.value for a in call.args if a.keyword is not None
-                                                and a.keyword.value == "extra_compile_args"), None), cst.Dict)
-                   and _SETUP_CALLS & set(self.callee_names(call, scope))
-                   for element in value.elements if isinstance(element, cst.DictElement)}
         for key, value, scope in self.c.dict_items:
             if id(value) in dropped:
                 continue
@@ -1861,13 +1859,11 @@ def _only_reports(node: cst.If) -> bool:
     not what runs."""
     branches: list[cst.BaseSuite] = [node.body]
     rest = node.orelse
-    while rest is not None:
-        if isinstance(rest, cst.If):
-            branches.append(rest.body)
-            rest = rest.orelse
-        else:
-            branches.append(rest.body)
-            rest = None
+    while isinstance(rest, cst.If):  # elif
+        branches.append(rest.body)
+        rest = rest.orelse
+    if rest is not None:  # else
+        branches.append(rest.body)
     statements = [s for branch in branches for s in small_statements(branch)]
     calls = [s.value for s in statements if isinstance(s, cst.Expr) and isinstance(s.value, cst.Call)]
     return bool(calls) and len(calls) + sum(isinstance(s, cst.Pass) for s in statements) == len(statements) \
