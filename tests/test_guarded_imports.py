@@ -1,7 +1,9 @@
-"""Guarded CUDA-only imports (issue 17, items 1 and 6): a ``try``/``except ImportError``
-whose handler falls back loses the feature on ROCm, so the import is a warning (an
-error one step lower), unless the handler substitutes an equivalent; the uses of a
-guarded import are listed under its finding, and one import is one finding."""
+"""Guarded imports (issue 17, items 1 and 6): a ``try``/``except ImportError`` whose
+handler falls back is one step lower -- a CUDA-only import (an error) loses its feature
+on ROCm and is a warning; an import of a library with a ROCm build (a warning) is info,
+guard ``fallback`` -- and a handler that substitutes an equivalent is info (guard
+``fallback-equivalent``) whatever the rule; the uses of a guarded import are listed under
+its finding, and one import is one finding."""
 
 from __future__ import annotations
 
@@ -30,11 +32,11 @@ EXPECTED = [
     # `LayerNorm = nn.LayerNorm` in the handler: an equivalent; its uses are not findings
     ("guarded_features/layers.py", 15, "PS204", "info", "fallback-equivalent", (52, 53)),
     ("guarded_features/layers.py", 20, "PS204", "info", "fallback-equivalent", (54,)),  # from torch.nn import RMSNorm
-    ("guarded_features/layers.py", 25, "PS204", "warning", "fallback", ()),  # has_apex = False
-    ("guarded_features/layers.py", 31, "PS206", "warning", "fallback", ()),  # a class of its own
-    ("guarded_features/layers.py", 37, "PS719", "warning", "fallback", ()),  # logs, te = None
+    ("guarded_features/layers.py", 25, "PS204", "info", "fallback", ()),  # has_apex = False
+    ("guarded_features/layers.py", 31, "PS206", "info", "fallback", ()),  # a class of its own
+    ("guarded_features/layers.py", 37, "PS719", "info", "fallback", ()),  # logs, te = None
     ("guarded_features/optim.py", 5, "PS203", "info", "fallback-equivalent", (17,)),  # torch.optim.AdamW
-    ("guarded_features/optim.py", 10, "PS203", "warning", "fallback", (19, 21, 23)),  # FusedLAMB = None
+    ("guarded_features/optim.py", 10, "PS203", "info", "fallback", (19, 21, 23)),  # FusedLAMB = None
     ("guarded_features/telemetry.py", 5, "PS602", "warning", "fallback", (14, 15, 16)),  # an error, one step down
     ("guarded_features/telemetry.py", 24, "PS719", "info", "fallback-equivalent", ()),  # only its __version__
 ]
@@ -72,12 +74,12 @@ def test_a_guarded_error_import_is_one_step_lower(rules, handler: str, severity:
     ("from torch.nn import LayerNorm", "info", "fallback-equivalent"),
     ("import torch.nn.LayerNorm as LayerNorm", "info", "fallback-equivalent"),
     ("if OLD:\n        LayerNorm = None\n    else:\n        LayerNorm = nn.LayerNorm", "info", "fallback-equivalent"),
-    # not an equivalent: the fast path is lost
-    ("LayerNorm = None", "warning", "fallback"),
-    ("LayerNorm = functools.partial(nn.LayerNorm, eps=1e-6)", "warning", "fallback"),
-    ("class LayerNorm(nn.Module):\n        pass", "warning", "fallback"),
-    ("LayerNorm = nn.BatchNorm1d", "warning", "fallback"),
-    ("HAVE_APEX = False", "warning", "fallback"),
+    # not an equivalent: the fast path is lost where ROCm/apex is not installed (one step lower)
+    ("LayerNorm = None", "info", "fallback"),
+    ("LayerNorm = functools.partial(nn.LayerNorm, eps=1e-6)", "info", "fallback"),
+    ("class LayerNorm(nn.Module):\n        pass", "info", "fallback"),
+    ("LayerNorm = nn.BatchNorm1d", "info", "fallback"),
+    ("HAVE_APEX = False", "info", "fallback"),
 ])
 def test_only_an_equivalent_substitute_makes_the_import_info(rules, handler: str, severity: str, guard: str) -> None:
     source = (f"import functools\nimport torch\nimport torch.nn as nn\ntry:\n"
@@ -86,24 +88,31 @@ def test_only_an_equivalent_substitute_makes_the_import_info(rules, handler: str
     assert (finding.severity.value, finding.guard) == (severity, guard)
 
 
-def test_a_warning_import_stays_a_warning_when_guarded(rules) -> None:
-    """Below warning would hide a lost feature among the infos (timm's fast_norm.py)."""
-    source = """
+@pytest.mark.parametrize(("module", "rule", "severity"), [
+    ("apex.normalization.fused_layer_norm", "PS204", "info"),  # ROCm/apex builds it: a warning unguarded
+    ("flash_attn.ops.layer_norm", "PS733", "warning"),  # no ROCm build has it: an error unguarded
+])
+def test_a_guarded_import_is_one_step_below_what_the_rule_means(rules, module: str, rule: str, severity: str) -> None:
+    """A warning import is a library with a ROCm build: guarded, it keeps the feature where
+    that build is installed and runs the fallback elsewhere, as an NVIDIA machine without
+    the package does (judged false on 44 guarded flash-attn/apex/xformers imports in the
+    accuracy corpus). An error import is CUDA-only: guarded, its feature is lost on ROCm."""
+    source = f"""
     try:
-        from apex.normalization.fused_layer_norm import fused_layer_norm_affine
+        from {module} import fused_layer_norm_affine
         has_apex = True
     except ImportError:
         has_apex = False
     """
     [finding] = _scan(source, rules)
-    assert (finding.rule, finding.severity.value, finding.guard) == ("PS204", "warning", "fallback")
+    assert (finding.rule, finding.severity.value, finding.guard) == (rule, severity, "fallback")
 
 
 @pytest.mark.parametrize(("use", "severity", "guard"), [
     ("if te is not None and isinstance(module, te.LayerNormMLP):\n            return 1", "info", "fallback-equivalent"),
     ("if isinstance(module, (te.Linear, te.LayerNorm)):\n            return 1", "info", "fallback-equivalent"),
-    ("if te is not None:\n            return te.Linear(8, 8)", "warning", "fallback"),  # builds with it: a lost feature
-    ("return isinstance(module, te.Linear) and te.fp8_autocast()", "warning", "fallback"),
+    ("if te is not None:\n            return te.Linear(8, 8)", "info", "fallback"),  # builds with it: one step lower
+    ("return isinstance(module, te.Linear) and te.fp8_autocast()", "info", "fallback"),
 ])
 def test_an_import_only_tested_against_loses_nothing(rules, use: str, severity: str, guard: str) -> None:
     """No object of a type from a missing module exists: an optional import used only as
@@ -125,8 +134,8 @@ def test_an_import_only_tested_against_loses_nothing(rules, use: str, severity: 
 
 @pytest.mark.parametrize(("after", "severity", "guard"), [
     ("del flash_attn_func, flash_attn_varlen_func", "info", "fallback-equivalent"),
-    ("del flash_attn_func", "warning", "fallback"),  # flash_attn_varlen_func stays bound, maybe used later
-    ("out = flash_attn_func(q, k, v)", "warning", "fallback"),  # calls it: a lost feature
+    ("del flash_attn_func", "info", "fallback"),  # flash_attn_varlen_func stays bound, maybe used later
+    ("out = flash_attn_func(q, k, v)", "info", "fallback"),  # calls it: one step lower
 ])
 def test_an_import_deleted_at_once_is_a_probe(rules, after: str, severity: str, guard: str) -> None:
     """``from flash_attn import flash_attn_func`` then ``del flash_attn_func`` only checks that
@@ -142,11 +151,11 @@ def test_an_import_deleted_at_once_is_a_probe(rules, after: str, severity: str, 
     assert found == {(severity, guard)}
 
 
-@pytest.mark.parametrize(("handler", "severity"), [
-    ("LN = torch.nn.LayerNorm", "info"),
-    ("LN = None", "warning"),  # the feature is gone, not substituted
+@pytest.mark.parametrize(("handler", "guard"), [
+    ("LN = torch.nn.LayerNorm", "fallback-equivalent"),
+    ("LN = None", "fallback"),  # not substituted: one step lower
 ])
-def test_a_local_the_try_picks_the_fused_class_into(rules, handler: str, severity: str) -> None:
+def test_a_local_the_try_picks_the_fused_class_into(rules, handler: str, guard: str) -> None:
     """``LN = apex.normalization.FusedLayerNorm`` in the ``try``, ``LN = torch.nn.LayerNorm``
     in the handler: the imports' only use picks a class that has an equivalent, so both
     imports (the general apex rule's too) lose nothing (modelscope's vldoc)."""
@@ -160,8 +169,8 @@ def test_a_local_the_try_picks_the_fused_class_into(rules, handler: str, severit
         {handler}
     norm = LN(8)
     """
-    found = {f.rule: f.severity.value for f in _scan(source, rules) if f.rule in ("PS201", "PS204")}
-    assert found == {"PS201": severity, "PS204": severity}
+    found = {f.rule: f.guard for f in _scan(source, rules) if f.rule in ("PS201", "PS204")}
+    assert found == {"PS201": guard, "PS204": guard}
 
 
 def test_another_use_of_the_module_keeps_the_alias_import_loud(rules) -> None:
@@ -176,8 +185,8 @@ def test_another_use_of_the_module_keeps_the_alias_import_loud(rules) -> None:
     def step(model, opt):
         return apex.amp.initialize(model, opt)
     """
-    found = {f.rule: f.severity.value for f in _scan(source, rules) if f.rule in ("PS201", "PS204")}
-    assert found == {"PS201": "warning", "PS204": "warning"}
+    found = {f.rule: f.guard for f in _scan(source, rules) if f.rule in ("PS201", "PS204")}
+    assert found == {"PS201": "fallback", "PS204": "fallback"}  # not fallback-equivalent
 
 
 def test_type_checking_and_vendor_branches_stay_info(rules) -> None:
@@ -212,7 +221,7 @@ def test_uses_of_a_name_the_handler_rebinds_are_not_findings(rules) -> None:
     """
     findings = _scan(source, rules)
     assert [(f.rule, f.span.line, f.severity.value, f.uses) for f in findings] == [
-        ("PS203", 4, "warning", ((9, 12), (12, 12)))]
+        ("PS203", 4, "info", ((9, 12), (12, 12)))]
 
 
 def test_a_use_without_an_import_finding_is_lowered(rules) -> None:

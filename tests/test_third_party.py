@@ -83,8 +83,8 @@ def test_bitsandbytes_imports_warn_only_where_the_project_pins_a_release_without
         tmp_path: Path, rules, requirement: str | None, import_severity: str) -> None:
     result = scan_paths([_project(tmp_path, requirement)], rules)
     imports = [(f.span.line, f.severity.value) for f in result.findings if f.rule == "PS706"]
-    # the guarded one too: a fallback import is at most a warning and never lowered below one
-    assert imports == [(1, import_severity), (3, import_severity)]
+    # the guarded one is one step lower: bitsandbytes has ROCm releases
+    assert imports == [(1, import_severity), (3, "info")]
     pins = [f.span.line for f in result.findings if f.rule == "PS856"]
     assert pins == ([1] if import_severity == "warning" else [])
 

@@ -73,7 +73,7 @@ def fingerprint(rule: str, path: str, text: str) -> str:
 def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Severity | None = None,
                target: Target | None = None) -> Finding:
     rule = match.rule
-    severity = guarded_severity(base or rule.severity, match.guard, rule.pattern.kind == "import" and not match.folded)
+    severity = guarded_severity(base or rule.severity, match.guard)
     span = lines.span(match.start, match.end)
     first, last = lines.starts[span.line - 1], lines.starts[span.end_line] if span.end_line < len(
         lines.starts) else len(text)
@@ -709,7 +709,7 @@ def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:
     for f in findings:
         rule = raise_to.get(f.rule)
         if rule is not None and rule.escalate is not None:
-            severity = guarded_severity(rule.escalate.severity, f.guard, rule.pattern.kind == "import")
+            severity = guarded_severity(rule.escalate.severity, f.guard)
             if severity.rank > f.severity.rank:
                 f = dataclasses.replace(f, severity=severity)
         out.append(f)

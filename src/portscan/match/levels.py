@@ -46,15 +46,15 @@ GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, HANDLED, TUNING, MESSAGE_
                FALLBACK_EQUIVALENT, FALLBACK)
 
 
-def guarded_severity(severity: Severity, guard: str | None, is_import: bool = False) -> Severity:
+def guarded_severity(severity: Severity, guard: str | None) -> Severity:
     """Guarded code is one step lower, or ``info`` where the guard says it never runs on
-    ROCm. A CUDA-only import whose failure is handled is a feature silently lost on
-    ROCm -- "runs, but differs or is slower", a warning -- so such an import is at most
-    a warning and never below one (an error becomes a warning); only a handler that
-    substitutes an equivalent (``fallback-equivalent``) makes it ``info``."""
+    ROCm or nothing is lost there. For an import in a ``try`` whose handler falls back the
+    step is what the rule's severity means: an ``error`` import is CUDA-only (``pynvml``,
+    ``tensorrt``), so its feature is silently lost on ROCm -- a warning; a ``warning``
+    import is a library with a ROCm build (flash-attn, ROCm/apex, xformers, CuPy), so a
+    guarded one keeps the feature where that build is installed and otherwise runs the
+    fallback, as on an NVIDIA machine without the package -- ``info``."""
     if guard is None:
         return severity
-    if guard == FALLBACK and is_import:
-        return Severity.INFO if severity is Severity.INFO else Severity.WARNING
     target = _GUARD_SEVERITY[guard]
     return _ONE_STEP_DOWN[severity] if target is None else target
