@@ -12,7 +12,7 @@ import pytest
 from portscan.filekinds import file_kind
 from portscan.kinds import KINDS
 from portscan.kinds.common import MANIFESTS
-from portscan.match.cmake import read_cmake
+from portscan.match.cmake import cuda_genex_regions, read_cmake
 from portscan.match.makefiles import braced, read_makefile, recipe_commands
 from portscan.model import Severity
 from portscan.ruleset.loader import RuleSet
@@ -271,3 +271,19 @@ def test_recursive_variables_do_not_loop() -> None:
 @pytest.mark.parametrize("text", ["all:\n\t$(\n", "\t\t\n:\n\t'unclosed\n", "x = $(y\n", "\\\n", ""])
 def test_malformed_makefiles_are_read_best_effort(text: str, rules) -> None:
     scan_source(text, "Makefile", rules)
+
+
+def test_flags_in_a_cuda_only_generator_expression_are_the_cuda_arm(rules) -> None:
+    """`$<$<COMPILE_LANGUAGE:CUDA>:...>` gives its flags to nvcc compiles only: a HIP
+    (or C++) build of the same sources never receives them (xLSTM's CMakeLists.txt)."""
+    text = ("target_compile_options(ops PRIVATE\n"
+            "    $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>\n"
+            '    "$<$<COMPILE_LANGUAGE:CUDA>:--use_fast_math;-res-usage>"\n'
+            "    $<$<CUDA_COMPILER_ID:NVIDIA>:-lineinfo>\n"
+            "    --expt-relaxed-constexpr)\n")
+    findings = scan_source(text, "CMakeLists.txt", rules.select(["PS944"]))
+    found = [(f.span.line, f.severity.value, f.guard) for f in findings]
+    assert found == [(2, "info", "vendor-branch"), (3, "info", "vendor-branch"), (3, "info", "vendor-branch"),
+                     (4, "info", "vendor-branch"), (5, "error", None)]
+    assert cuda_genex_regions("$<$<COMPILE_LANGUAGE:CUDA>:$<$<CONFIG:Debug>:-G>> -O3") == [(0, 49)]
+    assert cuda_genex_regions("$<$<COMPILE_LANGUAGE:CUDA>:-G") == []  # unclosed: no region

@@ -5,7 +5,9 @@ bracket comments must not match, and findings point at the offending argument.
 
 Findings inside an ``if()`` group whose condition names HIP or ROCm (``if(USE_ROCM)``
 ... ``else()`` ... ``endif()``) carry the ``vendor-branch`` guard, as in Python and
-kernel sources: that build already has a ROCm path. Malformed input (an unclosed
+kernel sources: that build already has a ROCm path; so do flags inside a generator
+expression that applies them to CUDA sources only (``$<$<COMPILE_LANGUAGE:CUDA>:...>``):
+built as HIP (or C++), the same sources never receive them. Malformed input (an unclosed
 parenthesis, quote or bracket) is read as far as it goes; the tokenizer never raises.
 """
 
@@ -110,6 +112,32 @@ def vendor_regions(commands: Sequence[CMakeCommand]) -> list[tuple[int, int]]:
     return regions
 
 
+#: the opening of a generator expression whose content reaches CUDA compiles only
+_CUDA_ONLY_GENEX = re.compile(r"\$<\$<(?:COMPILE_LANGUAGE:CUDA|COMPILE_LANG_AND_ID:CUDA,|CUDA_COMPILER_ID:)")
+
+
+def cuda_genex_regions(text: str) -> list[tuple[int, int]]:
+    """Offsets of ``$<$<COMPILE_LANGUAGE:CUDA>:...>`` (and ``COMPILE_LANG_AND_ID:CUDA,...``,
+    ``CUDA_COMPILER_ID:...``) expressions, up to their closing ``>``: what they hold is
+    passed to nvcc only, never to a HIP or C++ compile of the same sources."""
+    regions: list[tuple[int, int]] = []
+    for opening in _CUDA_ONLY_GENEX.finditer(text):
+        depth, at = 0, opening.start()
+        while at < len(text):
+            if text.startswith("$<", at):
+                depth, at = depth + 1, at + 2
+                continue
+            if text[at] == ">":
+                depth -= 1
+                if depth == 0:
+                    regions.append((opening.start(), at + 1))
+                    break
+            elif text[at] in "\n)":
+                break  # unclosed: read as far as it goes, no region
+            at += 1
+    return regions
+
+
 def _names(command: CMakeCommand, pattern: re.Pattern[str]) -> bool:
     return any(pattern.search(arg.text) for arg in command.args)
 
@@ -119,7 +147,7 @@ def match_cmake(text: str, rules: Sequence[Rule]) -> list[Match]:
     if not rules:
         return []
     source = read_cmake(text)
-    regions = vendor_regions(source.commands)
+    regions = vendor_regions(source.commands) + (cuda_genex_regions(text) if "$<" in text else [])
     matches: dict[tuple[str, int, int], Match] = {}
     for rule in rules:
         for start, end in cast(CMakeKind, rule.pattern).match_cmake(source):

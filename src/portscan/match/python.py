@@ -1556,6 +1556,7 @@ class _Resolver:
         dropped: set[int] = set()
         for call, scope in self.c.calls:
             keywords = {arg.keyword.value: arg.value for arg in call.args if arg.keyword is not None}
+            keywords.update(self._unpacked_keywords(call, scope, keywords))
             if not keywords:
                 continue
             builders = self._builders(call, scope)
@@ -1603,6 +1604,22 @@ class _Resolver:
             for body_id, argument, node, at in returned:
                 if body_id not in called and body_id not in followed:
                     yield argument, node, at
+
+    def _unpacked_keywords(self, call: cst.Call, scope: Scope, given: Mapping[str, cst.BaseExpression]
+                           ) -> dict[str, cst.BaseExpression]:
+        """The keywords a call gets from ``**d`` where ``d`` is a dict literal of this scope
+        (``args = {"extra_cuda_cflags": [...]}`` then ``load(name, sources, **args)``);
+        a keyword given outright wins, as Python would reject the call otherwise."""
+        found: dict[str, cst.BaseExpression] = {}
+        for arg in call.args:
+            if arg.star != "**":
+                continue
+            for written in self._dicts(arg.value, scope):
+                for element in written.elements:
+                    key = string_text(element.key) if isinstance(element, cst.DictElement) else None
+                    if key is not None and key.isidentifier() and key not in given:
+                        found.setdefault(key, element.value)
+        return found
 
     def _dicts(self, expr: cst.BaseExpression, scope: Scope) -> list[cst.Dict]:
         if isinstance(expr, cst.Dict):
