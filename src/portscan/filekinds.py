@@ -9,21 +9,14 @@ walks through adding one.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import Any
 
 from portscan.match import Match
-from portscan.match.ci import match_ci, match_jenkinsfile
-from portscan.match.cmake import match_cmake
-from portscan.match.containers import match_apptainer, match_dockerfile
-from portscan.match.gitmodules import match_gitmodules
-from portscan.match.kernels import match_cpp, match_cuda, mentions_cuda
-from portscan.match.makefiles import match_makefile
-from portscan.match.manifests import match_conda, match_pyproject, match_requirements, match_setup_cfg
-from portscan.match.shell import match_shell
-from portscan.match.yamlfiles import match_compose
 from portscan.parse import parse_for_matching
 from portscan.ruleset.schema import Rule
 
@@ -60,6 +53,13 @@ class FileKind:
     may_match: Callable[[str], bool] = lambda text: True
 
 
+def _function(module: str, name: str) -> Callable[..., Any]:
+    """``module.name``, imported on first use: a scan imports the matchers of the file
+    kinds it meets, not all of them (a pre-commit run on a few ``.py`` files needs no YAML
+    or CMake reader)."""
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+
+
 def _python(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
     from portscan.match.python import match_python  # libcst: only when there is something to parse
 
@@ -67,16 +67,20 @@ def _python(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Mat
 
 
 def _cuda(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
-    return match_cuda(text, rules, context.hipify)
+    return _function("portscan.match.kernels", "match_cuda")(text, rules, context.hipify)  # type: ignore[no-any-return]
 
 
 def _cpp(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
-    return match_cpp(text, rules, context.hipify)
+    return _function("portscan.match.kernels", "match_cpp")(text, rules, context.hipify)  # type: ignore[no-any-return]
 
 
-def _text(match: Callable[[str, Sequence[Rule]], list[Match]]) -> Matcher:
-    """A matcher that needs nothing but the text and the rules."""
-    return lambda text, rules, context: match(text, rules)
+def _mentions_cuda(text: str) -> bool:
+    return bool(_function("portscan.match.kernels", "mentions_cuda")(text))
+
+
+def _text(module: str, name: str) -> Matcher:
+    """A matcher that needs nothing but the text and the rules: ``portscan.match.<module>.<name>``."""
+    return lambda text, rules, context: _function(f"portscan.match.{module}", name)(text, rules)  # type: ignore[no-any-return]
 
 
 def _suffix(*suffixes: str) -> Callable[[PurePath], bool]:
@@ -179,22 +183,25 @@ FILE_KINDS: tuple[FileKind, ...] = (
     FileKind("cuda", "CUDA sources", _suffix(".cu", ".cuh"), _cuda, comment="//", fence="cpp"),
     #: read only when the text holds a CUDA token (``portscan.match.kernels.mentions_cuda``)
     FileKind("cpp", "C++ sources", _suffix(".cpp", ".cc", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx"), _cpp,
-             comment="//", fence="cpp", may_match=mentions_cuda),
-    FileKind("shell", "shell scripts", _suffix(".sh", ".bash"), _text(match_shell), fence="bash"),
-    FileKind("cmake", "CMake files", _cmake, _text(match_cmake), fence="cmake"),
-    FileKind("makefile", "Makefiles", _makefile, _text(match_makefile), fence="makefile"),
-    FileKind("requirements", "requirements files", _requirements, _text(match_requirements)),
-    FileKind("pyproject", "pyproject.toml", lambda path: path.name == "pyproject.toml", _text(match_pyproject),
-             fence="toml"),
-    FileKind("setupcfg", "setup.cfg", lambda path: path.name == "setup.cfg", _text(match_setup_cfg), fence="ini"),
-    FileKind("dockerfile", "Dockerfiles", _dockerfile, _text(match_dockerfile), fence="dockerfile"),
-    FileKind("apptainer", "Apptainer definitions", _apptainer, _text(match_apptainer), fence="singularity"),
-    FileKind("ci", "CI definitions", _ci, _text(match_ci), fence="yaml"),
-    FileKind("jenkinsfile", "Jenkinsfiles", _jenkinsfile, _text(match_jenkinsfile), comment="//", fence="groovy"),
-    FileKind("gitmodules", ".gitmodules", lambda path: path.name == ".gitmodules", _text(match_gitmodules),
-             fence="ini"),
-    FileKind("compose", "compose files", _compose, _text(match_compose), fence="yaml"),
-    FileKind("conda", "conda environments", _conda, _text(match_conda), fence="yaml"),
+             comment="//", fence="cpp", may_match=_mentions_cuda),
+    FileKind("shell", "shell scripts", _suffix(".sh", ".bash"), _text("shell", "match_shell"), fence="bash"),
+    FileKind("cmake", "CMake files", _cmake, _text("cmake", "match_cmake"), fence="cmake"),
+    FileKind("makefile", "Makefiles", _makefile, _text("makefiles", "match_makefile"), fence="makefile"),
+    FileKind("requirements", "requirements files", _requirements, _text("manifests", "match_requirements")),
+    FileKind("pyproject", "pyproject.toml", lambda path: path.name == "pyproject.toml",
+             _text("manifests", "match_pyproject"), fence="toml"),
+    FileKind("setupcfg", "setup.cfg", lambda path: path.name == "setup.cfg",
+             _text("manifests", "match_setup_cfg"), fence="ini"),
+    FileKind("dockerfile", "Dockerfiles", _dockerfile, _text("containers", "match_dockerfile"), fence="dockerfile"),
+    FileKind("apptainer", "Apptainer definitions", _apptainer, _text("containers", "match_apptainer"),
+             fence="singularity"),
+    FileKind("ci", "CI definitions", _ci, _text("ci", "match_ci"), fence="yaml"),
+    FileKind("jenkinsfile", "Jenkinsfiles", _jenkinsfile, _text("ci", "match_jenkinsfile"), comment="//",
+             fence="groovy"),
+    FileKind("gitmodules", ".gitmodules", lambda path: path.name == ".gitmodules",
+             _text("gitmodules", "match_gitmodules"), fence="ini"),
+    FileKind("compose", "compose files", _compose, _text("yamlfiles", "match_compose"), fence="yaml"),
+    FileKind("conda", "conda environments", _conda, _text("manifests", "match_conda"), fence="yaml"),
 )
 BY_NAME: dict[str, FileKind] = {kind.name: kind for kind in FILE_KINDS}
 

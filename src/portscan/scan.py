@@ -39,8 +39,6 @@ from portscan.ported import hip_built, ported_files
 from portscan.vendored import vendored_library, vendored_roots
 from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED, guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
-from portscan.match.manifests import requirements_includes
-from portscan.match.textfix import mark_text_fixes
 from portscan.bounded import PatternTimeout
 from portscan.pool import map_in_processes
 from portscan.cache import Cache, Extensions, FileScan, Raw
@@ -103,7 +101,11 @@ def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str]
     handled = {r.code for r in applicable if hasattr(r.pattern, "handled_in") and r.pattern.handled_in(text)}
     if handled:  # an env rule's file that also names the alternative variable
         matches = [m for m in matches if m.rule.code not in handled]
-    return matches if kind == "python" else mark_text_fixes(text, kind, matches)
+    if kind == "python":
+        return matches
+    from portscan.match.textfix import mark_text_fixes  # YAML and the wheel tables: for text files only
+
+    return mark_text_fixes(text, kind, matches)
 
 
 def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),
@@ -501,6 +503,8 @@ def _outcome(source: SourcePath, inputs: _Inputs, ahead: _Ahead | None) -> _Outc
     scanned = ahead.scanned if ahead is not None else inputs.scanned(source, text)
     result = finish(source, text, scanned.raw, inputs.rules, inputs.settings(source))
     if source.kind == "requirements":
+        from portscan.match.manifests import requirements_includes  # the manifest reader, for manifests only
+
         includes = tuple(source.path.parent / include for include in requirements_includes(text))
         return _Outcome(result, includes=tuple(p for p in includes if p.is_file()))
     declared = scanned.extensions if declares_extensions(source.kind, text) else ()

@@ -17,7 +17,6 @@ import libcst as cst
 
 from portscan.match import Match
 from portscan.match.guards import only_raises
-from portscan.match.textfix import IN_PYTHON
 from portscan.match.syntax import Walker, children, string_text
 from portscan.ruleset.fixspec import FixSpec, Replace, Tier
 
@@ -368,6 +367,8 @@ def _declined(match: Match, facts: Facts, blocked: dict[object, str | None]) -> 
     if spec is None or match.guard is not None or not match.fixable:
         return None
     if spec.kind == "text":
+        from portscan.match.textfix import IN_PYTHON  # the text-fix engine (YAML, wheels), not needed otherwise
+
         return IN_PYTHON
     if spec.kind == "guard-import":
         return guard_import_declined(match.node, facts)

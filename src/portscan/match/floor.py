@@ -40,7 +40,6 @@ from packaging.version import InvalidVersion, Version
 from portscan.kinds.requirement import RequirementPattern
 from portscan.match import Match
 from portscan.match.common import requirement_matches
-from portscan.match.manifests import match_pyproject, match_requirements, match_setup_cfg
 from portscan.model import Confidence, Finding, Severity
 from portscan.parse import LineIndex
 from portscan.ruleset.fixspec import FixSpec
@@ -127,6 +126,8 @@ def _declared(root: Path, path: Path) -> list[Floor]:
 
 
 def _torch_matches(name: str, text: str) -> list[Match]:
+    from portscan.match.manifests import match_pyproject, match_requirements, match_setup_cfg  # only with a manifest
+
     rules = [_TORCH]
     if name == "pyproject.toml":
         return match_pyproject(text, rules)
