@@ -339,3 +339,29 @@ def test_a_guarded_star_import_lists_the_free_names_it_binds(rules) -> None:
     two = source.replace("import time\n", "import time\nfrom os.path import *\n")
     (finding,) = [f for f in scan_source(two, "solver.py", rules) if f.rule == "PS602"]
     assert finding.uses == ()
+
+
+@pytest.mark.parametrize(("module", "rule"), [
+    ("flash_attn_interface", "PS702"), ("flash_attn.cute", "PS703"), ("deep_gemm", "PS724")])
+def test_a_guarded_import_of_a_library_for_the_newest_nvidia_gpus_is_info(rules, module: str, rule: str) -> None:
+    """FlashAttention-3 (Hopper), FA4 and DeepGEMM are absent on most NVIDIA GPUs too: a
+    project that guards them runs without them on every other GPU (the rule's
+    ``guarded_severity``); unguarded they stay errors."""
+    guarded = f"try:\n    import {module}\n    HAS = True\nexcept ImportError:\n    HAS = False\n"
+    [finding] = [f for f in _scan(guarded, rules) if f.rule == rule]
+    assert (finding.severity.value, finding.guard) == ("info", "fallback")
+    [finding] = [f for f in _scan(f"import {module}\n", rules) if f.rule == rule]
+    assert (finding.severity.value, finding.guard) == ("error", None)
+
+
+def test_guarded_severity_is_for_import_rules_and_below_their_own() -> None:
+    base = {"code": "XX101", "name": "x", "category": "test", "severity": "error", "confidence": "high",
+            "message": "m", "rocm": "r", "rewrite": "w", "references": ["https://example.org"],
+            "bad": [{"source": "x"}], "good": [{"source": "x"}]}
+    rule = parse_rule({**base, "match": {"kind": "import", "modules": ["fa3"]}, "guarded_severity": "info"}, "t")
+    assert rule.guarded_severity is not None and rule.guarded_severity.value == "info"
+    with pytest.raises(RuleFileError, match="only import rules"):
+        parse_rule({**base, "match": {"kind": "name", "names": ["a.b"]}, "guarded_severity": "info"}, "t")
+    with pytest.raises(RuleFileError, match="below"):
+        parse_rule({**base, "severity": "warning", "match": {"kind": "import", "modules": ["fa3"]},
+                    "guarded_severity": "warning"}, "t")

@@ -8,7 +8,7 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
-from portscan.ported import hip_built, rocm_siblings
+from portscan.ported import _same_but_vendor, hip_built, rocm_siblings
 from portscan.discover import Excludes, discover
 from portscan.scan import scan_paths
 
@@ -99,6 +99,31 @@ def test_a_file_named_for_cuda_beside_its_rocm_counterpart(tmp_path: Path, rules
     assert found[("docker/Dockerfile.cuda", "PS830")] == {"info"}
     assert found[("requirements-cuda.txt", "PS807")] == {"info"}
     assert found[("images/full-cuda.Dockerfile", "PS830")] == {"error"}  # no ROCm sibling: loud
+
+
+def test_the_same_name_once_the_vendor_and_its_release_are_set_aside(tmp_path: Path, rules) -> None:
+    """LMCache: ``requirements/cuda12_core.txt`` beside ``requirements/rocm_core.txt``, and
+    ``docker/Dockerfile`` beside ``docker/Dockerfile.rocm`` (an image is built from one
+    definition); not a plain requirements file (often the base the ROCm one includes), and
+    not a plain definition where a CUDA-named one sits beside it too (the CPU image)."""
+    cuda_image = "FROM nvidia/cuda:12.4.1-devel-ubuntu22.04\n"
+    write(tmp_path, {"requirements/cuda12_core.txt": "cupy-cuda12x\n", "requirements/rocm_core.txt": "cupy-rocm-7-0\n",
+                     "requirements/cuda.txt": "cupy-cuda12x\n",
+                     "docker/Dockerfile": cuda_image, "docker/Dockerfile.rocm": "FROM rocm/pytorch:latest\n",
+                     "docker/Dockerfile.lightweight": cuda_image,
+                     "docker/Dockerfile.rocm-lightweight": "FROM rocm/dev\n",
+                     "requirements.txt": "onnxruntime-gpu\n", "requirements-rocm.txt": "-r requirements.txt\n",
+                     "devops/full.Dockerfile": cuda_image, "devops/full-cuda.Dockerfile": cuda_image,
+                     "devops/full-rocm.Dockerfile": "FROM rocm/dev\n"})
+    files = discover([tmp_path], Excludes.of(None), False).files
+    assert _same_but_vendor(files) == {"requirements/cuda12_core.txt", "docker/Dockerfile",
+                                       "docker/Dockerfile.lightweight", "devops/full-cuda.Dockerfile"}
+    found = severities(tmp_path, rules)
+    assert found[("docker/Dockerfile", "PS830")] == {"info"}
+    assert found[("requirements/cuda12_core.txt", "PS806")] == {"info"}
+    assert found[("requirements/cuda.txt", "PS806")] != {"info"}
+    assert found[("requirements.txt", "PS807")] != {"info"}
+    assert found[("devops/full.Dockerfile", "PS830")] != {"info"}
 
 
 def test_fix_leaves_the_nvidia_side_of_a_ported_choice_alone(tmp_path: Path, rules) -> None:

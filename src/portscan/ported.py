@@ -6,7 +6,11 @@ Three project-level facts, like :mod:`portscan.gated`, whose files' findings tak
 - **ROCm siblings** (:func:`rocm_siblings`): a file named for CUDA beside the same name
   for ROCm (``full-cuda.Dockerfile`` and ``full-rocm.Dockerfile``,
   ``requirements-cuda.txt`` and ``requirements-rocm.txt``) is the NVIDIA arm of a choice
-  the project already offers;
+  the project already offers; so is one whose folder holds the same name for ROCm once
+  the vendor words and the releases written after them are set aside
+  (``requirements/cuda12_core.txt`` and ``requirements/rocm_core.txt``), and a container
+  definition that names no vendor beside one that adds ROCm to its name (``Dockerfile``
+  and ``Dockerfile.rocm``);
 - **CUDA-version arms** (:func:`cuda_version_arms`): a file named for one CUDA release
   (``cu118-Linux.sh``, ``Dockerfile.cu121``, ``requirements-cuda12.1.txt``) is one arm of
   a matrix of CUDA builds: a port adds ROCm arms beside it, it does not edit it;
@@ -49,7 +53,7 @@ def ported_files(files: Sequence[SourcePath], built: frozenset[str]) -> frozense
     """Every file (a path relative to the scan root) of the three facts: ``built``, what
     :func:`hip_built` gives (the only one that reads files, so a caller may keep it in a
     cache), ROCm siblings and CUDA-version arms."""
-    return built | rocm_siblings(files) | cuda_version_arms(files)
+    return built | rocm_siblings(files) | cuda_version_arms(files) | _same_but_vendor(files)
 
 
 def hip_built(files: Sequence[SourcePath], read: Callable[[Path], str | None], root: Path) -> frozenset[str]:
@@ -97,6 +101,57 @@ def _strip_comments(content: str) -> str:
 #: how a file name says CUDA, and what its ROCm counterpart says instead
 _CUDA_WORD = re.compile(r"cuda|nvidia", re.IGNORECASE)
 _ROCM_WORDS = ("rocm", "hip", "amd")
+
+
+#: a vendor word in a file name, with the release written after it (``cuda12``, ``rocm-6.2``)
+_VENDOR_TOKEN = re.compile(r"(?i)(?<![a-z])(cuda|nvidia|rocm|hip|amd)(?:[-_.]?\d+(?:\.\d+)*)?(?![a-z])")
+_ROCM_TOKEN = re.compile(r"(?i)^(?:rocm|hip|amd)")
+#: file kinds whose plain file beside a ROCm-named one is the other arm: an image is built
+#: from one definition, never from two (a requirements file, by contrast, is often the
+#: shared base the ROCm one includes)
+_WHOLE_DEFINITIONS = frozenset({"dockerfile", "apptainer"})
+
+
+def _without_vendor(key: str) -> set[str]:
+    """A name with its vendor word (``\\0``) taken out with the separator before or after it
+    (``dockerfile.\\0`` -> ``dockerfile``; ``dockerfile.\\0-lightweight`` -> ``dockerfile.lightweight``)."""
+    return {re.sub(r"[-_.]\0", "", key, count=1), re.sub(r"\0[-_.]", "", key, count=1)} - {key}
+
+
+def _same_but_vendor(files: Sequence[SourcePath]) -> set[str]:
+    """Files named for CUDA whose folder holds the same name for ROCm once the vendor
+    words and the releases after them are set aside (``requirements/cuda12_core.txt`` and
+    ``requirements/rocm_core.txt``), and container definitions without a vendor in their
+    name beside one that adds ROCm to it (``docker/Dockerfile`` and
+    ``docker/Dockerfile.rocm``, ``Dockerfile.lightweight`` and ``Dockerfile.rocm-lightweight``;
+    not where a CUDA-named one is there too: llama.cpp's ``full.Dockerfile`` beside
+    ``full-cuda.Dockerfile`` and ``full-rocm.Dockerfile`` is the CPU image)."""
+    by_folder: dict[str, list[SourcePath]] = {}
+    for f in files:
+        if f.kind != "python":
+            by_folder.setdefault(f.rel.rpartition("/")[0], []).append(f)
+    found: set[str] = set()
+    for group in by_folder.values():
+        names = {f.rel.rpartition("/")[2].lower(): f for f in group}
+        rocm_keys = {_VENDOR_TOKEN.sub("\0", name) for name in names
+                     if any(_ROCM_TOKEN.match(m.group()) for m in _VENDOR_TOKEN.finditer(name))}
+        stripped = {plain: names[name] for name in names
+                    for key in [_VENDOR_TOKEN.sub("\0", name)] if key in rocm_keys
+                    and names[name].kind in _WHOLE_DEFINITIONS for plain in _without_vendor(key)}
+        cuda_keys = {_VENDOR_TOKEN.sub("\0", name) for name in names
+                     if any(m.group(1).lower() in ("cuda", "nvidia") for m in _VENDOR_TOKEN.finditer(name))}
+        for key in cuda_keys:  # a CUDA-named definition as well: the plain one is the CPU image
+            for plain in _without_vendor(key):
+                stripped.pop(plain, None)
+        for name, f in names.items():
+            tokens = [m.group(1).lower() for m in _VENDOR_TOKEN.finditer(name)]
+            if tokens and all(t in ("cuda", "nvidia") for t in tokens):
+                if _VENDOR_TOKEN.sub("\0", name) in rocm_keys:
+                    found.add(f.rel)
+            elif not tokens and f.kind in _WHOLE_DEFINITIONS and stripped.get(name) is not None \
+                    and stripped[name].kind == f.kind:
+                found.add(f.rel)
+    return found
 
 
 def rocm_siblings(files: Sequence[SourcePath]) -> frozenset[str]:

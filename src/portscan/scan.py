@@ -37,7 +37,8 @@ from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.gated import gated_paths, inside
 from portscan.ported import hip_built, ported_files
 from portscan.vendored import vendored_library, vendored_roots
-from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED, guarded_severity
+from portscan.match.levels import (FALLBACK, TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED,
+                                   guarded_severity)
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.bounded import PatternTimeout
 from portscan.pool import map_in_processes
@@ -72,6 +73,8 @@ def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Sever
                target: Target | None = None) -> Finding:
     rule = match.rule
     severity = guarded_severity(base or rule.severity, match.guard)
+    if match.guard == FALLBACK and rule.guarded_severity is not None and not match.folded:
+        severity = rule.guarded_severity  # a library most NVIDIA GPUs lack as well (FA3)
     span = lines.span(match.start, match.end)
     first, last = lines.starts[span.line - 1], lines.starts[span.end_line] if span.end_line < len(
         lines.starts) else len(text)

@@ -817,7 +817,13 @@ class _Collector(Walker):
     visit_List = visit_Tuple = visit_Set = _visit_collection
 
     def visit_Dict(self, node: cst.Dict) -> bool:
-        """``{"nvcc": [...]}``: extension build flags are keyed by compiler wherever the dict is."""
+        """``{"nvcc": [...]}``: extension build flags are keyed by compiler wherever the dict is.
+        Its keys and values are the members of one literal collection, as a list's items are
+        (``{torch.float8_e4m3fn: tl.float8e4nv, torch.float8_e4m3fnuz: tl.float8e4b8}``)."""
+        if "collection-members" in self.index.sites:
+            members = tuple(part for element in node.elements if isinstance(element, cst.DictElement)
+                            for part in (element.key, element.value))
+            self.collection_members.update((id(member), members) for member in members)
         if "dict-items" in self.index.sites:
             for element in node.elements:
                 if isinstance(element, cst.DictElement):

@@ -102,6 +102,12 @@ class Rule:
     #: ``Exception``, or a bare ``except``) without re-raising copes with ROCm, so the
     #: finding is ``info`` (guard ``handled``), see docs/rule-format.md#guards
     raises: tuple[str, ...] = ()
+    #: import rules only: the severity of an import a ``try`` handler falls back from
+    #: (guard ``fallback``) where one step below the rule's own says too much: a library
+    #: built only for the newest NVIDIA architectures (FlashAttention-3 for Hopper) is
+    #: absent on most NVIDIA GPUs as well, so a project that guards it already runs
+    #: without it everywhere else, AMD's GPUs included
+    guarded_severity: Severity | None = None
 
     def severity_for(self, target: Target | None) -> Severity | None:
         """The severity on ``target`` (None: the rule does not apply there)."""
@@ -250,6 +256,13 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
         if unknown:
             raise PatternError("message", f"unknown variable ${{{sorted(unknown)[0]}}}; "
                                f"{pattern.kind} rules offer {', '.join(sorted(pattern.variables))}")
+        guarded = r.raw("guarded_severity", False)
+        if guarded is not None:
+            if pattern.kind != "import":
+                raise PatternError("guarded_severity", f"only import rules take it, not {pattern.kind} rules")
+            if guarded not in ("info", "warning") or Severity(guarded).rank >= severity.rank:
+                raise PatternError("guarded_severity",
+                                   f"expected a severity below {severity.value!r}, got {guarded!r}")
         fix = _read_fix(r.raw("fix", False), pattern)
         targets = _read_targets(r.raw("targets", False))
         rule = Rule(
@@ -261,6 +274,7 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
             targets=targets, equivalents=equivalents,
             raises=r.texts("raises", required=False, check=_EXCEPTION, what="exception class name"),
             escalate=_read_escalation(r.raw("escalate", False), severity),
+            guarded_severity=Severity(guarded) if guarded is not None else None,
         )
         r.finish()
         return rule
