@@ -132,7 +132,7 @@ def export(git_dir: Path, commit: str, root: Path) -> None:
     batch = subprocess.run(["git", "--git-dir", str(git_dir), "cat-file", "--batch"],
                            input=b"".join(sha + b"\n" for sha, _ in entries), capture_output=True, check=True).stdout
     at = 0
-    for sha, path in entries:
+    for _sha, path in entries:
         end = batch.index(b"\n", at)
         header = batch[at:end].split()
         at = end + 1
@@ -221,7 +221,6 @@ def render(score: Score, trees: list[Tree], skipped: list[str], timings: list[tu
            drift: list[str]) -> str:
     import portscan
 
-    t = score.total
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     labels = sum(len(tree.labels) for tree in trees)
     out = ["# Accuracy on real code", "",
@@ -268,7 +267,8 @@ def main() -> int:
         trees = [t for t in trees if t.id in args.only]
     score, scored, skipped, timings, drift = Score(), [], [], [], []
     for tree in trees:
-        root = fetch_pypi(tree, args.cache) if tree.source == "pypi" else find_git_tree(tree, args.git_trees, args.cache)
+        root = (fetch_pypi(tree, args.cache) if tree.source == "pypi"
+                else find_git_tree(tree, args.git_trees, args.cache))
         if root is None:
             skipped.append(tree.id)
             continue
