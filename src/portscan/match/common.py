@@ -186,12 +186,28 @@ def image_matches(reference: str, start: int, rules: Sequence[Rule], length: int
             and rule.pattern.matches_image(name, bare, tag)]
 
 
+#: a test of whether a program is installed, in a condition or a ``||``/``&&`` chain:
+#: ``command -v nvidia-smi``, ``which nvidia-smi``, ``type -P nvidia-smi``, ``hash nvidia-smi``
+_PRESENCE_TEST = re.compile(r"""(?:\bcommand[ \t]+-[vV]|\bwhich|\btype(?:[ \t]+-[aPpt]+)?|\bhash)"""
+                            r"""[ \t]+["']?([\w.+-]+)""")
+
+
+def presence_tested(text: str) -> frozenset[str]:
+    """The programs a script asks about before it runs them (``if ! command -v nvidia-smi
+    &>/dev/null; then return; fi``): it copes with their absence, as ``nvidia-smi || true``
+    does."""
+    return frozenset(m.group(1) for m in _PRESENCE_TEST.finditer(text)) if text else frozenset()
+
+
 def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
-                    conda_channels: bool = True, images: tuple[str, ...] = ()) -> Iterator[Match]:
+                    conda_channels: bool = True, images: tuple[str, ...] = (),
+                    tested: frozenset[str] = frozenset()) -> Iterator[Match]:
     """Everything a shell command can trip: the program it runs (``subprocess`` rules),
     its arguments (``command`` rules), variables it sets (``env`` rules) and the packages
     and indexes of ``pip install`` / ``conda install`` (``requirement``/``index`` rules).
-    ``images``: the base images of the container definition the commands run in."""
+    ``images``: the base images of the container definition the commands run in;
+    ``tested``: programs the script tests for before it runs them (:func:`presence_tested`),
+    whose runs are handled like ``nvidia-smi || true``."""
     env_rules = [r for r in rules if hasattr(r.pattern, "matches_env")]  # EnvKinds
     for command in commands:
         for word in command.assignments:
@@ -207,7 +223,7 @@ def command_matches(commands: Iterable[Command], rules: Sequence[Rule],
             if hasattr(p, "matches_program"):  # a ProgramKind
                 if p.matches_program(program):
                     yield Match(rule, head.start, head.end, {"program": program},
-                                HANDLED if command.tolerated else None)
+                                HANDLED if command.tolerated or program in tested else None)
             elif hasattr(p, "matches_env"):  # an EnvKind
                 if program in ("docker", "podman", "nerdctl"):
                     yield from _container_env(command, rule)
