@@ -381,22 +381,27 @@ def test_nvidia_smi_with_a_1to1_amd_smi_form_is_rewritten(before: str, after: st
     ("nvidia-smi -q\n", "split across"),
     ("N=$(nvidia-smi -L | wc -l)\n", "feeds another command"),
     ("nvidia-smi -L | grep A100\n", "feeds another command"),
-    # a CI step that checks for nvidia-smi first (in a shell script the scan itself calls it handled)
-    ("jobs:\n  t:\n    steps:\n      - run: which nvidia-smi && nvidia-smi -L\n", "checks for nvidia-smi"),
+    # a Makefile recipe that checks for nvidia-smi first (in scripts, RUN lines and CI steps
+    # the scan itself calls such a run handled)
+    ("gpus:\n\twhich nvidia-smi && nvidia-smi -L\n", "checks for nvidia-smi"),
     ('nvidia-smi "$FLAGS"\n', "quoted or computed"),
 ])
 def test_nvidia_smi_without_a_1to1_form_is_declined_with_the_reason(text: str, why: str) -> None:
-    path, kind = (".github/workflows/t.yml", "ci") if text.startswith("jobs:") else ("run.sh", "shell")
+    path, kind = ("Makefile", "makefile") if text.startswith("gpus:") else ("run.sh", "shell")
     result = fix_text(text, path, kind, SMI, unsafe=True)
     assert result.fixed == text and [n.rule for n in result.not_fixed] == ["PS601"]
     assert why in result.not_fixed[0].reason
 
 
-@pytest.mark.parametrize("text", ["if command -v nvidia-smi >/dev/null; then\n  nvidia-smi\nfi\n",
-                                  "which nvidia-smi && nvidia-smi -L\n"])
-def test_a_script_that_checks_for_nvidia_smi_is_left_alone(text: str) -> None:
+@pytest.mark.parametrize(("text", "path", "kind"), [
+    ("if command -v nvidia-smi >/dev/null; then\n  nvidia-smi\nfi\n", "run.sh", "shell"),
+    ("which nvidia-smi && nvidia-smi -L\n", "run.sh", "shell"),
+    ("jobs:\n  t:\n    steps:\n      - run: which nvidia-smi && nvidia-smi -L\n", ".github/workflows/t.yml", "ci"),
+    ("FROM rocm/pytorch:latest\nRUN command -v nvidia-smi && nvidia-smi -L || true\n", "Dockerfile", "dockerfile"),
+])
+def test_a_script_that_checks_for_nvidia_smi_is_left_alone(text: str, path: str, kind: str) -> None:
     """The scan calls such a run handled (guarded, info), and guarded code is never rewritten."""
-    result = fix_text(text, "run.sh", "shell", SMI, unsafe=True)
+    result = fix_text(text, path, kind, SMI, unsafe=True)
     assert result.fixed == text and result.not_fixed == ()
     assert {f.guard for f in result.findings} == {"handled"}
 

@@ -34,7 +34,7 @@ from yaml import Node
 from portscan.kinds.action import ActionPattern
 from portscan.match import Match
 from portscan.match.commands import Command, Word, commands, lex
-from portscan.match.common import command_matches, env_matches, image_matches
+from portscan.match.common import command_matches, env_matches, image_matches, presence_tested
 from portscan.match.levels import VENDOR_BRANCH
 from portscan.match.yamlfiles import compose_yaml_or_error, mapping_get, sequence_items, walk, yaml_matches
 from portscan.ruleset.schema import Rule
@@ -325,7 +325,7 @@ def _relocate(match: Match, expansion: Expansion, base: int, vendor: bool) -> Ma
 def _script_matches(source: str, site: Site, rules: Sequence[Rule]) -> Iterator[Match]:
     text, base = embedded_text(source, site.node)
     for expansion in expansions(text, site.scope):
-        for match in command_matches(commands(expansion.text), rules):
+        for match in command_matches(commands(expansion.text), rules, tested=presence_tested(expansion.text)):
             yield _relocate(match, expansion, base, site.vendor)
 
 
@@ -435,7 +435,7 @@ def match_jenkinsfile(text: str, rules: Sequence[Rule]) -> list[Match]:
     for step in _SH_STEP.finditer(code):
         start = step.end()
         end = _string_end(code, start, step.group("quote"))
-        matches += command_matches(commands(code[start:end], start), rules)
+        matches += command_matches(commands(code[start:end], start), rules, tested=presence_tested(code[start:end]))
     for image in _JENKINS_IMAGE.finditer(code):
         matches += image_matches(image.group("image"), image.start("image"), rules)
     for options in _JENKINS_DOCKER_ARGS.finditer(code):  # `docker { args '--gpus all' }`: docker run's

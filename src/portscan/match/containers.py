@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from portscan.match import Match
 from portscan.match.commands import Command, Word, commands, continued_lines
-from portscan.match.common import command_matches, env_matches, image_matches, image_name
+from portscan.match.common import command_matches, env_matches, image_matches, image_name, presence_tested
 from portscan.ruleset.schema import Rule
 
 _INSTRUCTION = re.compile(r"(?P<word>[A-Za-z]+)(?P<space>\s+|$)")
@@ -147,7 +147,7 @@ def match_dockerfile(text: str, rules: Sequence[Rule]) -> list[Match]:
             if parsed is None:  # Docker drops comment lines inside a continued RUN
                 script = _COMMENT_LINE.sub(lambda m: " " * len(m.group(0)), args)
                 parsed = list(commands(script, at))
-            matches += command_matches(parsed, rules, images=tuple(images))
+            matches += command_matches(parsed, rules, images=tuple(images), tested=presence_tested(args))
     return matches
 
 
@@ -180,5 +180,5 @@ def match_apptainer(text: str, rules: Sequence[Rule]) -> list[Match]:
             continue
         end = sections[i + 1].start() if i + 1 < len(sections) else len(text)
         matches += command_matches(commands(text[section.end():end], section.end()), rules,
-                                   images=images)
+                                   images=images, tested=presence_tested(text[section.end():end]))
     return matches
