@@ -105,7 +105,7 @@ _ROCM_WORDS = ("rocm", "hip", "amd")
 
 #: a vendor word in a file name, with the release written after it (``cuda12``, ``rocm-6.2``)
 _VENDOR_TOKEN = re.compile(r"(?i)(?<![a-z])(cuda|nvidia|rocm|hip|amd)(?:[-_.]?\d+(?:\.\d+)*)?(?![a-z])")
-_ROCM_TOKEN = re.compile(r"(?i)^(?:rocm|hip|amd)")
+_CUDA_VENDORS = frozenset({"cuda", "nvidia"})
 #: file kinds whose plain file beside a ROCm-named one is the other arm: an image is built
 #: from one definition, never from two (a requirements file, by contrast, is often the
 #: shared base the ROCm one includes)
@@ -132,24 +132,17 @@ def _same_but_vendor(files: Sequence[SourcePath]) -> set[str]:
             by_folder.setdefault(f.rel.rpartition("/")[0], []).append(f)
     found: set[str] = set()
     for group in by_folder.values():
-        names = {f.rel.rpartition("/")[2].lower(): f for f in group}
-        rocm_keys = {_VENDOR_TOKEN.sub("\0", name) for name in names
-                     if any(_ROCM_TOKEN.match(m.group()) for m in _VENDOR_TOKEN.finditer(name))}
-        stripped = {plain: names[name] for name in names
-                    for key in [_VENDOR_TOKEN.sub("\0", name)] if key in rocm_keys
-                    and names[name].kind in _WHOLE_DEFINITIONS for plain in _without_vendor(key)}
-        cuda_keys = {_VENDOR_TOKEN.sub("\0", name) for name in names
-                     if any(m.group(1).lower() in ("cuda", "nvidia") for m in _VENDOR_TOKEN.finditer(name))}
-        for key in cuda_keys:  # a CUDA-named definition as well: the plain one is the CPU image
-            for plain in _without_vendor(key):
-                stripped.pop(plain, None)
-        for name, f in names.items():
-            tokens = [m.group(1).lower() for m in _VENDOR_TOKEN.finditer(name)]
-            if tokens and all(t in ("cuda", "nvidia") for t in tokens):
-                if _VENDOR_TOKEN.sub("\0", name) in rocm_keys:
-                    found.add(f.rel)
-            elif not tokens and f.kind in _WHOLE_DEFINITIONS and stripped.get(name) is not None \
-                    and stripped[name].kind == f.kind:
+        # each name once: (file, the name with its vendor words as \0, those vendor words)
+        named = {name: (f, _VENDOR_TOKEN.sub("\0", name), {m.group(1).lower() for m in _VENDOR_TOKEN.finditer(name)})
+                 for f in group for name in [f.rel.rpartition("/")[2].lower()]}
+        rocm_keys = {key for _, key, vendors in named.values() if vendors - _CUDA_VENDORS}
+        # a CUDA-named definition as well: the plain one is the CPU image
+        cpu = {plain for _, key, vendors in named.values() if vendors & _CUDA_VENDORS for plain in _without_vendor(key)}
+        plain_arms = {(plain, f.kind) for f, key, _ in named.values() if key in rocm_keys
+                      and f.kind in _WHOLE_DEFINITIONS for plain in _without_vendor(key) if plain not in cpu}
+        for name, (f, key, vendors) in named.items():
+            cuda_named = bool(vendors) and vendors <= _CUDA_VENDORS
+            if cuda_named and key in rocm_keys or not vendors and (name, f.kind) in plain_arms:
                 found.add(f.rel)
     return found
 

@@ -37,8 +37,7 @@ from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.gated import gated_paths, inside
 from portscan.ported import hip_built, ported_files
 from portscan.vendored import vendored_library, vendored_roots
-from portscan.match.levels import (FALLBACK, TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED,
-                                   guarded_severity)
+from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED, guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.bounded import PatternTimeout
 from portscan.pool import map_in_processes
@@ -72,9 +71,8 @@ def fingerprint(rule: str, path: str, text: str) -> str:
 def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Severity | None = None,
                target: Target | None = None) -> Finding:
     rule = match.rule
-    severity = guarded_severity(base or rule.severity, match.guard)
-    if match.guard == FALLBACK and rule.guarded_severity is not None and not match.folded:
-        severity = rule.guarded_severity  # a library most NVIDIA GPUs lack as well (FA3)
+    # a folded use is no import: the rule's guarded severity is for the import itself
+    severity = guarded_severity(base or rule.severity, match.guard, None if match.folded else rule.guarded_severity)
     span = lines.span(match.start, match.end)
     first, last = lines.starts[span.line - 1], lines.starts[span.end_line] if span.end_line < len(
         lines.starts) else len(text)
@@ -716,7 +714,7 @@ def escalated(findings: list[Finding], rules: RuleSet) -> list[Finding]:
     for f in findings:
         rule = raise_to.get(f.rule)
         if rule is not None and rule.escalate is not None:
-            severity = guarded_severity(rule.escalate.severity, f.guard)
+            severity = guarded_severity(rule.escalate.severity, f.guard, rule.guarded_severity)
             if severity.rank > f.severity.rank:
                 f = dataclasses.replace(f, severity=severity)
         out.append(f)

@@ -46,15 +46,19 @@ GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, HANDLED, TUNING, MESSAGE_
                FALLBACK_EQUIVALENT, FALLBACK)
 
 
-def guarded_severity(severity: Severity, guard: str | None) -> Severity:
+def guarded_severity(severity: Severity, guard: str | None, guarded: Severity | None = None) -> Severity:
     """Guarded code is one step lower, or ``info`` where the guard says it never runs on
     ROCm or nothing is lost there. For an import in a ``try`` whose handler falls back the
     step is what the rule's severity means: an ``error`` import is CUDA-only (``pynvml``,
     ``tensorrt``), so its feature is silently lost on ROCm -- a warning; a ``warning``
     import is a library with a ROCm build (flash-attn, ROCm/apex, xformers, CuPy), so a
     guarded one keeps the feature where that build is installed and otherwise runs the
-    fallback, as on an NVIDIA machine without the package -- ``info``."""
+    fallback, as on an NVIDIA machine without the package -- ``info``. ``guarded``: the
+    rule's own severity for such an import where one step says too much (its
+    ``guarded_severity``: FlashAttention-3, which most NVIDIA GPUs lack as well)."""
     if guard is None:
         return severity
+    if guard == FALLBACK and guarded is not None:
+        return guarded
     target = _GUARD_SEVERITY[guard]
     return _ONE_STEP_DOWN[severity] if target is None else target
