@@ -365,3 +365,21 @@ def test_guarded_severity_is_for_import_rules_and_below_their_own() -> None:
     with pytest.raises(RuleFileError, match="below"):
         parse_rule({**base, "severity": "warning", "match": {"kind": "import", "modules": ["fa3"]},
                     "guarded_severity": "warning"}, "t")
+
+
+def test_an_import_under_a_rocm_aware_availability_probe_is_guarded(rules) -> None:
+    """transformers' ``is_flash_attn_2_available()`` accepts ROCm builds of flash-attn:
+    under it the import is only tried where it works, like one in a ``try``."""
+    source = """
+    from transformers.utils import is_flash_attn_2_available, is_torch_available
+    from . import utils
+
+    if is_flash_attn_2_available():
+        from flash_attn import flash_attn_func
+    if is_torch_available() and utils.is_flash_attn_greater_or_equal_2_10():
+        from flash_attn.bert_padding import pad_input
+    if is_torch_available():
+        from flash_attn import flash_attn_varlen_func
+    """
+    assert [(f.span.line, f.severity.value, f.guard) for f in _scan(source, rules, "PS701")] == [
+        (6, "info", "fallback"), (8, "info", "fallback"), (10, "warning", None)]

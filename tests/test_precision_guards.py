@@ -298,3 +298,17 @@ def test_a_use_of_a_name_imported_in_one_vendor_branch(rules, other_branch, expe
               f"    else:\n        from torch.utils.cpp_extension import CUDA_HOME\n    return CUDA_HOME\n")
     last = source.count("\n")  # the return
     assert [(s, g) for line, rule, s, g in found(rules, source) if rule == "PS404" and line == last] == [expected]
+
+
+@pytest.mark.parametrize("test, expected", [
+    # a platform predicate named is_cuda, imported from the project or a framework
+    ("_is_cuda() and torch.cuda.get_device_capability()[0] >= 10", ("info", "vendor-branch")),
+    ("current_platform.is_cuda() and torch.cuda.get_device_capability() >= (9, 0)", ("info", "vendor-branch")),
+    ("is_nvidia() and torch.cuda.get_device_capability() >= (9, 0)", ("info", "vendor-branch")),
+    # a tensor's .is_cuda asks where the tensor lives: True on ROCm, no vendor check
+    ("x.is_cuda and torch.cuda.get_device_capability() >= (9, 0)", ("error", None)),
+])
+def test_named_vendor_predicates_are_vendor_checks(rules, test, expected) -> None:
+    source = (f"import torch\nfrom pkg.envs import _is_cuda, is_nvidia, current_platform\n\n"
+              f"def kernel(x):\n    if {test}:\n        return 1\n    return 0\n")
+    assert [(s, g) for _, rule, s, g in found(rules, source) if rule == "PS502"] == [expected]

@@ -292,6 +292,25 @@ def test_old_gpu_checks_are_info(scan, source: str, expected) -> None:
     assert [(f.rule, f.severity.value) for f in found] == expected
 
 
+@pytest.mark.parametrize("source, expected", [
+    # an equality with an NVIDIA generation is False on AMD GPUs: its `and` chain decides nothing
+    ("props = torch.cuda.get_device_properties(0)\nif props.major == 8 and props.minor == 0:\n    cfg = 1\n",
+     [("PS516", "info", 3)]),
+    ("major, minor = torch.cuda.get_device_capability()\nif major == 8 and minor >= 6:\n    cfg = 1\n",
+     [("PS515", "info", 3)]),
+    ("cap = torch.cuda.get_device_capability()\nOK = cap[0] < 8 and cap[1] >= 5\n", [("PS513", "info", 3)]),
+    # an inequality is True on AMD GPUs: the rest of the chain decides, and is reported
+    ("props = torch.cuda.get_device_properties(0)\nif props.major != 7 and props.minor >= 5:\n    cfg = 1\n",
+     [("PS516", "info", 3), ("PS506", "warning", 3)]),
+    # an `or` chain is decided by its other tests
+    ("props = torch.cuda.get_device_properties(0)\nif props.major == 8 or props.minor >= 5:\n    cfg = 1\n",
+     [("PS516", "info", 3), ("PS506", "warning", 3)]),
+])
+def test_chains_with_a_test_false_on_amd(scan, source: str, expected) -> None:
+    found = scan("import torch\n" + source, ["PS501", "PS506", "PS513", "PS514", "PS515", "PS516"])
+    assert [(f.rule, f.severity.value, f.span.line) for f in found] == expected
+
+
 # ------------------------------------------------------------------ subprocess strings
 
 

@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from portscan.discover import SourcePath
-from portscan.match.levels import VENDOR_TEXT, VENDOR_WORD
+from portscan.match.levels import VENDOR_CALL, VENDOR_TEXT, VENDOR_WORD
 
 #: words a vendor check in a Python condition is written with (case as written)
-_VENDOR_WORDS = ("version.hip", "version.cuda", "rocm", "ROCM", "ROCm", "is_hip", "IS_HIP", "_hip")
+_VENDOR_WORDS = ("version.hip", "version.cuda", "rocm", "ROCM", "ROCm", "is_hip", "IS_HIP", "_hip",
+                 "is_nvidia", "IS_NVIDIA", "is_cuda()")
 #: the first line of each import statement (where a module is named)
 _IMPORT_LINE = re.compile(r"(?m)^[ \t]*(?:from|import)[ \t][^\n]*")
 #: a vendor word on a line ending in ``:``, with an import among the next four lines: the
@@ -149,13 +150,17 @@ def _imports(text: str) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
 
 def _vendor_test(test: ast.expr) -> bool:
     """:func:`portscan.match.guards.is_vendor_check` on CPython's tree: ``torch.version.hip``
-    or ``.cuda``, a name like ``is_rocm``/``IS_HIP``, or a string naming a vendor."""
+    or ``.cuda``, a name like ``is_rocm``/``IS_HIP``/``is_nvidia``, a call of ``is_cuda()``, or a
+    string naming a vendor."""
     for node in ast.walk(test):
         if isinstance(node, ast.Attribute) and (
                 VENDOR_WORD.search(node.attr) or (node.attr in ("hip", "cuda") and isinstance(node.value, ast.Attribute)
                                                   and node.value.attr == "version")):
             return True
         if isinstance(node, ast.Name) and VENDOR_WORD.search(node.id):
+            return True
+        if isinstance(node, ast.Call) and VENDOR_CALL.search(
+                node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")):
             return True
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and VENDOR_TEXT.search(node.value):
             return True

@@ -400,3 +400,21 @@ try:  # only checks that flash-attn imports (llm-foundry's __init__): the name i
 except ImportError as error:
     if "undefined symbol" in str(error):
         raise ImportError("flash_attn was built against another torch") from error
+
+
+def attention_backends() -> tuple[bool, bool, bool]:
+    """An A100 fast path written as an equality (TTS's perceiver encoder): no AMD GPU
+    reports major 8, so ROCm takes the generic branch, and the minor test in the same
+    chain decides nothing."""
+    props = torch.cuda.get_device_properties(torch.device("cuda"))
+    if props.major == 8 and props.minor == 0:
+        return True, False, False
+    return False, True, True
+
+
+def fp8_kernel_preference(_is_cuda) -> str:
+    """A Blackwell test ANDed with the project's own platform predicate (xfuser's
+    `_is_cuda()`, imported from its envs module): AMD GPUs keep the default."""
+    if torch.cuda.is_available() and _is_cuda() and torch.cuda.get_device_capability()[0] >= 10:
+        return "torch"
+    return "auto"

@@ -53,14 +53,15 @@ class ComparePattern:
     #: ``if``/``else`` of tile sizes) is a tuning choice: ``info`` (guard ``tuning``); one
     #: whose branches only print or log decides a message: ``info`` (guard ``message-only``)
     tuning: bool = False
+    #: the operators under which a matched test is False on every AMD GPU (``major == 8``:
+    #: no AMD GPU reports an NVIDIA generation below Hopper). The other tests in its ``and``
+    #: chain (``major == 8 and minor == 0``) then decide nothing on ROCm and are not reported.
+    false_on_rocm: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> ComparePattern:
-        operators = r.texts("operators", required=False, what="operator")
-        for op in operators:
-            if op not in COMPARE_OPERATORS:
-                raise PatternError(r.key("operators"),
-                                   f"{op!r} is not one of {', '.join(COMPARE_OPERATORS)}")
+        operators = _operators(r, "operators")
+        false_on_rocm = _operators(r, "false_on_rocm")
         attributes = r.texts("attributes", required=False, what="identifier")
         for attr in attributes:
             if not attr.isidentifier():
@@ -73,6 +74,7 @@ class ComparePattern:
             gates=flags["gates"],
             helpers=flags["helpers"],
             tuning=flags["tuning"],
+            false_on_rocm=false_on_rocm,
             callees=r.dotted("callees", wildcard=True),
             attributes=attributes,
             operators=operators,
@@ -83,6 +85,11 @@ class ComparePattern:
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return qualified_sets(self.callees)
+
+    @property
+    def extra_sites(self) -> frozenset[str]:
+        """The sites only some patterns of the kind read (see ``python_sites``)."""
+        return frozenset({"conjunctions"}) if self.false_on_rocm else frozenset()
 
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
@@ -105,6 +112,9 @@ class ComparePattern:
             text += f", against {code_list(map(repr, self.values))}"
         if self.not_values:
             text += f", not against {code_list(map(repr, self.not_values))} (in any case)"
+        if self.false_on_rocm:
+            text += (f"; with {code_list(self.false_on_rocm)} the test is False on every AMD GPU, so the "
+                     "other tests in its `and` chain decide nothing there and are not reported")
         if self.tuning:
             text += ("; a test that only picks numbers (tile sizes, warp or stage counts) is a tuning "
                      "choice, reported as `info` (guard `tuning`), and one whose branches only print or "
@@ -154,6 +164,8 @@ class ComparePattern:
         against a helper's parameters, at the helper's calls; with ``gates``, at the tests
         of the flag it is stored in. A comparison only shown (a print/log argument, an
         f-string placeholder, a flag of a function used only there) decides nothing."""
+        found: list[tuple[Any, ComparePattern, str, cst.Comparison, Any, Any, Any, list[tuple[str, Any]]]] = []
+        false_tests: set[int] = set()  # `major == 8`: False on every AMD GPU
         for comparison, scope in surface.compares:
             flags = _deciding(surface, comparison)
             if flags is None:
@@ -177,7 +189,9 @@ class ComparePattern:
                     for rule, p in rules:
                         name = p.matched_callee(names, accessor, step, value)
                         if name is not None:
-                            _report(surface, rule, p, name, comparison, operand, other, scope, flags)
+                            found.append((rule, p, name, comparison, operand, other, scope, flags))
+                            if step in p.false_on_rocm:
+                                false_tests.add(id(comparison))
                     if value is MISSING:  # cap < (major, minor) in a helper: its callers decide
                         for call, passed in _passed_values(surface, other, scope):
                             for rule, p in rules:
@@ -186,6 +200,10 @@ class ComparePattern:
                                     surface.hit(rule, id(call), call, origin=comparison, name=name,
                                                 value=repr(passed))
                 left = right
+        decided = _decided_by(surface, false_tests)
+        for rule, p, name, comparison, operand, other, scope, flags in found:
+            if id(comparison) not in decided:
+                _report(surface, rule, p, name, comparison, operand, other, scope, flags)
         for call, scope in surface.calls:  # f().startswith("x"): "x" in f(), at its start or end
             test = _affix_test(call)
             flags = _deciding(surface, call) if test is not None else None
@@ -203,6 +221,23 @@ class ComparePattern:
                              if (n := p.matched_callee(names, accessor, "contains", item)) is not None), None)
                 if name is not None:
                     _report(surface, rule, p, name, call, receiver, needle, scope, flags)
+
+
+def _operators(r: TableReader, key: str) -> tuple[str, ...]:
+    operators = r.texts(key, required=False, what="operator")
+    for op in operators:
+        if op not in COMPARE_OPERATORS:
+            raise PatternError(r.key(key), f"{op!r} is not one of {', '.join(COMPARE_OPERATORS)}")
+    return operators
+
+
+def _decided_by(surface: PythonSurface, false_tests: set[int]) -> set[int]:
+    """The other tests of each ``and`` chain holding a test that is False on every AMD
+    GPU (``major == 8 and minor == 0``): on ROCm the chain is False whatever they say."""
+    if not false_tests:
+        return set()
+    return {id(operand) for operands in surface.conjunctions if any(id(o) in false_tests for o in operands)
+            for operand in operands if id(operand) not in false_tests}
 
 
 def _report(surface: PythonSurface, rule: Any, p: ComparePattern, name: str, test: cst.BaseExpression,

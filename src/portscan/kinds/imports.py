@@ -57,13 +57,22 @@ class ImportPattern:
     #: when the import is guarded (``try``/``except ImportError``), also report each
     #: attribute use of the names it binds, unless a condition on the name guards it
     uses: bool = False
+    #: availability checks that ask whether the library is installed *and* usable on the
+    #: running GPU's vendor (transformers' ``is_flash_attn_2_available``, which accepts
+    #: ROCm builds): an import under ``if probe():`` is only tried where it works, so it is
+    #: guarded like one in a ``try`` whose handler falls back (guard ``fallback``)
+    probes: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> ImportPattern:
         uses = r.raw("uses", False)
         if uses is not None and not isinstance(uses, bool):
             raise PatternError(r.key("uses"), "expected true or false")
-        return cls(modules=r.dotted("modules"), uses=bool(uses))
+        probes = r.texts("probes", required=False, what="function name")
+        for name in probes:
+            if not name.isidentifier():
+                raise PatternError(r.key("probes"), f"{name!r} is not an identifier")
+        return cls(modules=r.dotted("modules"), uses=bool(uses), probes=probes)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         """The module's segments, with an import statement naming its package, or a
@@ -82,7 +91,10 @@ class ImportPattern:
         return f"Imports of {code_list(self.modules)} or any module below them, however spelled " \
                "(`import m`, `import m.sub as x`, `from m import n`), and lazy imports: a string " \
                "that is a dotted path to a class below them (`\"m.sub.Class\"`) or a module name given " \
-               "to `importlib.import_module`."
+               "to `importlib.import_module`." + (
+                   f" An import under `if` {code_list(self.probes)}`():` (an availability check that accepts "
+                   "the library's ROCm build) is guarded like one in a `try` whose handler falls back "
+                   "(guard `fallback`)." if self.probes else "")
 
     def covers(self, name: str) -> bool:
         """Is ``name`` one of the modules or below one (``apex.amp`` under ``apex``)?"""

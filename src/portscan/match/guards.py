@@ -8,7 +8,8 @@ range lies inside one takes the guard's name and a lowered severity:
 ``vendor-branch``
     in a branch of an ``if``/``elif``/ternary whose condition checks the GPU vendor
     (``torch.version.hip``, ``torch.version.cuda``, ``gcnArchName``, a name such
-    as ``is_rocm``/``IS_HIP``, or a string naming a vendor: ``"nvidia" in gpu_name``,
+    as ``is_rocm``/``IS_HIP``/``is_nvidia``, a call of a predicate named ``is_cuda``
+    (``current_platform.is_cuda()``), or a string naming a vendor: ``"nvidia" in gpu_name``,
     ``provider == "TensorrtExecutionProvider"``),
     in the body of a private module-level function mentioned only inside such
     branches, after ``if <vendor check>: return ...`` (or ``raise``, ``pytest.skip(...)``,
@@ -66,6 +67,8 @@ from portscan.match.levels import (  # noqa: F401 - re-exported
     TUNING,
     TYPE_CHECKING,
     VENDOR_BRANCH,
+    ROCM_WORD,
+    VENDOR_CALL,
     VENDOR_TEXT,
     VENDOR_WORD,
     guarded_severity,
@@ -88,17 +91,22 @@ _BUILDS = (["version", "hip"], ["version", "cuda"])
 _ROCM_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(amd|radeon|instinct)\b")
 
 
-def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pattern[str]) -> bool:
+def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pattern[str],
+                  word: re.Pattern[str], called: re.Pattern[str] | None = None) -> bool:
     """Does ``expr`` name a vendor: ``torch.version.<build>`` for one of ``builds``, a name
-    part like ``is_rocm``/``IS_HIP``, or a string (an f-string's text included) that
-    ``text`` finds?"""
+    part ``word`` finds (``is_rocm``/``IS_HIP``), a call of a function whose name ``called``
+    matches, or a string (an f-string's text included) that ``text`` finds?"""
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
+        if called is not None and isinstance(node, cst.Call):
+            callee = dotted(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
+            if callee is not None and called.search(callee[1][-1]):
+                return True
         chain = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
         if chain is not None:
             parts = chain[1]
-            if parts[-2:] in builds or any(VENDOR_WORD.search(part) for part in parts):
+            if parts[-2:] in builds or any(word.search(part) for part in parts):
                 return True
             continue
         if isinstance(node, (cst.SimpleString, cst.FormattedStringText)):
@@ -106,7 +114,7 @@ def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pat
             if value is not None and text.search(value):
                 return True
             continue
-        if isinstance(node, cst.Attribute) and VENDOR_WORD.search(node.attr.value):
+        if isinstance(node, cst.Attribute) and word.search(node.attr.value):
             return True
         stack.extend(children(node))
     return False
@@ -114,13 +122,13 @@ def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pat
 
 def is_vendor_check(expr: cst.CSTNode) -> bool:
     """Does this condition ask which GPU vendor (or build) it runs on?"""
-    return _names_vendor(expr, _BUILDS, VENDOR_TEXT)
+    return _names_vendor(expr, _BUILDS, VENDOR_TEXT, VENDOR_WORD, VENDOR_CALL)
 
 
 def mentions_rocm(node: cst.CSTNode) -> bool:
     """Does this code name the ROCm side: ``torch.version.hip``, a name like ``is_rocm``,
     a string saying ROCm, HIP or AMD? A vendor test whose branch does knows both sides."""
-    return _names_vendor(node, _BUILDS[:1], _ROCM_TEXT)
+    return _names_vendor(node, _BUILDS[:1], _ROCM_TEXT, ROCM_WORD)
 
 
 def build_flag(expr: cst.BaseExpression, which: str) -> bool:

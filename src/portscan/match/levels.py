@@ -9,9 +9,14 @@ import re
 from portscan.model import Severity
 
 #: what a vendor check is written with (``portscan.match.guards.is_vendor_check`` reads
-#: LibCST trees with them, ``portscan.gated`` CPython's): a name part ``is_rocm``/``IS_HIP``
-#: and a string tested in a condition (``"nvidia" in gpu_name``)
-VENDOR_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd)(_|$)|^gcnArchName$")
+#: LibCST trees with them, ``portscan.gated`` CPython's): a name part ``is_rocm``/``IS_HIP``/
+#: ``is_nvidia``, a call of a predicate named ``is_cuda`` (``current_platform.is_cuda()``,
+#: ``_is_cuda()``: a tensor's ``.is_cuda`` is an attribute, never called) and a string
+#: tested in a condition (``"nvidia" in gpu_name``)
+#: (``nvidia_smi_path`` names a tool, not the platform: a test that it is there is PS601's business)
+VENDOR_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd|nvidia(?!_smi))(_|$)|^gcnArchName$")
+ROCM_WORD = re.compile(r"(?i)(^|_)(rocm|hip|amd)(_|$)|^gcnArchName$")
+VENDOR_CALL = re.compile(r"^_?is_cuda$")
 #: a vendor named in a string the condition tests (``"nvidia" in gpu_name``, ``backend == "rocm"``,
 #: ``provider == "TensorrtExecutionProvider"``: ONNX Runtime's NVIDIA-only providers name it too)
 VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanced micro devices)\b"

@@ -223,6 +223,8 @@ class _Index:
         #: back to (``LN = apex.normalization.FusedLayerNorm`` / ``LN = torch.nn.LayerNorm``
         #: makes ``import apex`` lose nothing too)
         self.equivalents: tuple[str, ...] = tuple(sorted({e for rule in rules for e in rule.equivalents}))
+        #: every candidate rule's availability ``probes`` (``if is_flash_attn_2_available():``)
+        self.probes: frozenset[str] = frozenset(name for rule in rules for name in _probes(rule))
 
 
 # --------------------------------------------------------------------------- sites
@@ -361,6 +363,9 @@ class _Collector(Walker):
         self.type_operands: set[int] = set()
         #: the tests of conditions that only choose numbers (see syntax.picks_numbers)
         self.number_choices: list[cst.BaseExpression] = []
+        #: the body of each ``if`` whose test calls an availability probe a rule names, with
+        #: the probes it calls
+        self.probed: list[tuple[cst.CSTNode, frozenset[str]]] = []
         #: tests of an ``if`` whose branches only print or log (``if major >= 8: logger.info(...)``)
         self.message_choices: list[cst.BaseExpression] = []
         #: (body, what its handlers catch without re-raising) of every ``try`` that catches
@@ -919,6 +924,10 @@ class _Collector(Walker):
         if not isinstance(node, cst.Assert):
             names = _names_in(node.test)
             self.name_checks.extend(NameCheck(b, names) for b in (node.body, node.orelse) if b is not None)
+        if self.index.probes and isinstance(node, cst.If):
+            probes = _called(node.test) & self.index.probes
+            if probes:
+                self.probed.append((node.body, probes))
         if isinstance(node, (cst.If, cst.IfExp)):
             if isinstance(node, cst.If) and is_type_checking(node.test):
                 self.regions.append(Region(node.body, TYPE_CHECKING))
@@ -2162,6 +2171,27 @@ def _uses_any(collector: _Collector, names: tuple[str, ...]) -> bool:
     return any(q is not None and listed(q) for scope in scopes for bound in scope.bindings.values() for q in bound)
 
 
+def _probes(rule: Rule) -> tuple[str, ...]:
+    """The availability checks under whose ``if`` an import of the rule's modules is only
+    tried where the library is installed (guard ``fallback``, as in a ``try``)."""
+    return getattr(rule.pattern, "probes", ())
+
+
+def _called(test: cst.BaseExpression) -> frozenset[str]:
+    """The last names of the functions a test calls (``is_flash_attn_2_available`` in
+    ``if is_torch_available() and utils.is_flash_attn_2_available():``)."""
+    names = set()
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call):
+            chain = dotted(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
+            if chain is not None:
+                names.add(chain[1][-1])
+        stack.extend(children(node))
+    return frozenset(names)
+
+
 def _silent(rule: Rule) -> bool:
     """Does what the rule finds go wrong without raising (a text test that is false on
     ROCm), so that a ``try`` around it copes with nothing (no guard ``fallback``)?"""
@@ -2185,7 +2215,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     offsets = locate(module, [node for _, _, node, _ in reports] + [node for node, _ in regions]
                      + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
                      + [node for node, _ in checks] + bindings.statements()
-                     + [t.body for t in collector.fallback_tries]
+                     + [t.body for t in collector.fallback_tries] + [body for body, _ in collector.probed]
                      + ([body for body, _ in collector.catching_tries] if raising else [])
                      + (collector.number_choices + collector.message_choices if tuned else [])
                      + [n for body, mentions in helpers for n in (body, *mentions)]
@@ -2215,6 +2245,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
         return next((g for g in GUARD_ORDER if g in guards), None)
 
     tries = _Tries(collector.fallback_tries, offsets)
+    probed = [(offsets[id(body)], names) for body, names in collector.probed if id(body) in offsets]
     checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
     matches = []
     #: id(import statement) -> the guard of its import findings
@@ -2233,6 +2264,9 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                 guard = None  # an import that may fail in a `try` still binds the name on ROCm
         statement = bindings.import_statement(rule, site)
         folded = False
+        if statement is not None and guard is None and _probes(rule) and any(
+                s <= start and end <= e and set(_probes(rule)) & names for (s, e), names in probed):
+            guard = FALLBACK  # `if is_flash_attn_2_available(): from flash_attn import ...`
         if statement is not None:  # an import rule's own statement
             if guard == FALLBACK and (tries.substituted(statement, bindings.locals(statement), rule.equivalents,
                                                         bindings, collector.index.equivalents)
