@@ -383,3 +383,32 @@ def test_an_import_under_a_rocm_aware_availability_probe_is_guarded(rules) -> No
     """
     assert [(f.span.line, f.severity.value, f.guard) for f in _scan(source, rules, "PS701")] == [
         (6, "info", "fallback"), (8, "info", "fallback"), (10, "warning", None)]
+
+
+def test_an_import_under_a_presence_flag_for_its_package_is_guarded(rules) -> None:
+    """``HAS_FLASH_ATTN`` is what a probe's ``try: import flash_attn`` sets: the import
+    under it is only tried where the package imported."""
+    source = """
+    from .globals import HAS_FLASH_ATTN, USE_FLASH_ATTN, env_info
+    from lightning_utilities.core.imports import package_available
+
+    transformer_engine_available = package_available("transformer_engine")
+    if HAS_FLASH_ATTN:
+        from flash_attn import flash_attn_func
+    if env_info["has_flash_attn"] and world_size > 1:
+        from flash_attn.bert_padding import pad_input
+    if transformer_engine_available:
+        import transformer_engine.pytorch as te
+    if not HAS_FLASH_ATTN:
+        from flash_attn import flash_attn_varlen_func
+    if USE_FLASH_ATTN:
+        from flash_attn.layers.rotary import apply_rotary_emb
+    if HAS_FLASH_ATTN:
+        import pynvml
+    """
+    found = [(f.span.line, f.rule, f.severity.value, f.guard) for f in _scan(source, rules)
+             if f.rule in ("PS701", "PS719", "PS316", "PS602")]
+    assert found == [
+        (7, "PS701", "info", "fallback"), (9, "PS701", "info", "fallback"), (11, "PS719", "info", "fallback"),
+        # negated, a choice, another package's flag: as loud as ever
+        (13, "PS701", "warning", None), (15, "PS701", "warning", None), (17, "PS602", "error", None)]

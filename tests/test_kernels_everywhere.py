@@ -277,3 +277,21 @@ def test_a_local_or_a_helper_named_like_a_cuda_library_call_is_the_projects(tmp_
     found = [(f.span.line, f.message.split("`")[1]) for f in scan_paths([tmp_path], rules).findings
              if f.rule == "PS924"]
     assert found == [(11, "cuTensorMapEncodeTiled")]
+
+
+@pytest.mark.parametrize("call, expected", [
+    ("f(k, attr, 16 * (256 * 8 + 32 * 9));", 37376),
+    ("f(k, attr, 48 * 1024u);", 49152),
+    ("f(k, attr, kSmem << 10);", 98304),  # kSmem = 96 below
+    ("f(k, attr, size / 2 + 1);", 32785),  # size = kSmem * 683 + 1, integer division
+    ("f(k, attr, sizeof(Smem));", None),
+    ("f(k, attr, get_size(n));", None),
+    ("f(k, attr, unknown);", None),
+    ("f(k, attr, 1 << 99);", None),  # a shift no GPU size needs
+    ("f(k, attr, 8 / 0);", None),
+])
+def test_a_size_argument_is_read_when_it_is_constant(call: str, expected) -> None:
+    from portscan.kinds.kernel import constant_argument
+    code = "constexpr int kSmem = 96;\nconst size_t size = kSmem * 683 + 1;\nint x = 1;\n" + call
+    end = code.index("attr") + len("attr")
+    assert constant_argument(code, end) == expected

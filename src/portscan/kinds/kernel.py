@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -25,6 +27,10 @@ class KernelPattern:
     #: only in code compiled as CUDA (``.cu``/``.cuh`` and the headers they include), not in
     #: a plain C++ file that mentions CUDA: its inline ``asm`` is host (x86/Arm) assembly
     device_only: bool = False
+    #: bytes: a match followed by an argument (``, size``) that is a constant no larger than
+    #: this is no match (``cudaFuncSetAttribute(k, ...MaxDynamicSharedMemorySize, shared)``
+    #: after ``int shared = 16 * (256 * 8 + 32 * 9);`` asks for what every AMD GPU has)
+    fits_in: int = 0
     #: literal text one piece of which every match contains: a file without any is skipped
     needles: tuple[Needle, ...] = field(default=(), compare=False)
 
@@ -33,7 +39,11 @@ class KernelPattern:
         regex = r.regex("regex")
         if regex is None:
             raise PatternError(r.key("regex"), "missing required key")
-        return cls(regex=regex, device_only=r.flag("device_only"), needles=needles(regex.pattern, regex.flags))
+        fits_in = r.raw("fits_in", False) or 0
+        if isinstance(fits_in, bool) or not isinstance(fits_in, int) or fits_in < 0:
+            raise PatternError(r.key("fits_in"), "expected a number of bytes (an integer >= 0)")
+        return cls(regex=regex, device_only=r.flag("device_only"), fits_in=fits_in,
+                   needles=needles(regex.pattern, regex.flags))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()
@@ -42,10 +52,85 @@ class KernelPattern:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         where = ("`.cu`/`.cuh` files and the headers they include" if self.device_only
                  else "`.cu`/`.cuh` files and the C++ sources CUDA extensions build")
-        return f"Kernel source text matching `{self.regex.pattern}` in {where}, with comments and strings ignored."
+        fits = (f" A match followed by an argument that is a constant of at most {self.fits_in:,} bytes (a literal "
+                "expression, or a name assigned one earlier in the file) is not reported." if self.fits_in else "")
+        return (f"Kernel source text matching `{self.regex.pattern}` in {where}, with comments and strings "
+                f"ignored.{fits}")
 
     def match_kernel(self, source: KernelSource) -> Iterator[Span]:
         if (self.device_only and not source.device) or not present(self.needles, source.code, source.lowered):
             return
         for match in self.regex.finditer(source.code):
+            if self.fits_in:
+                size = constant_argument(source.code, match.end())
+                if size is not None and size <= self.fits_in:
+                    continue
             yield match.start(), match.end()
+
+
+#: C integer suffixes (``1024u``, ``48UL``)
+_SUFFIX = re.compile(r"\b(\d+)(?:[uU][lL]{0,2}|[lL]{1,2}[uU]?)\b")
+#: what a size may be built with; anything else (a call, ``sizeof``, a cast) is unknown
+_OPERATORS = {ast.Add: int.__add__, ast.Sub: int.__sub__, ast.Mult: int.__mul__,
+              ast.FloorDiv: int.__floordiv__, ast.Mod: int.__mod__, ast.LShift: int.__lshift__,
+              ast.RShift: int.__rshift__}
+#: sizes beyond this are not byte counts a GPU could grant (and a shift stays cheap)
+_LIMIT = 1 << 40
+
+
+def constant_argument(code: str, end: int) -> int | None:
+    """The value of the call argument right after ``end`` (``, 16 * 1024)``), when it is
+    constant integer arithmetic or a name assigned such an expression earlier; else None."""
+    rest = re.match(r"\s*,\s*", code[end:end + 400])
+    if rest is None:
+        return None
+    start = end + rest.end()
+    depth, i = 0, start
+    while i < len(code) and i < start + 400:
+        ch = code[i]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            if depth == 0:
+                break
+            depth -= 1
+        elif ch in ",;" and depth == 0:
+            break
+        i += 1
+    return _evaluate(code[start:i], code[:end], 3)
+
+
+def _evaluate(text: str, before: str, depth: int) -> int | None:
+    """Integer arithmetic in C (``/`` is integer division), names read from their last
+    assignment in ``before`` (``depth`` levels deep). Read, never executed."""
+    try:
+        tree = ast.parse(_SUFFIX.sub(r"\1", text.strip()).replace("/", "//"), mode="eval")
+    except (SyntaxError, ValueError):
+        return None
+    return _value(tree.body, before, depth)
+
+
+def _value(node: ast.expr, before: str, depth: int) -> int | None:
+    if isinstance(node, ast.Constant):
+        value = node.value if type(node.value) is int else None
+    elif isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        operand = _value(node.operand, before, depth)
+        value = None if operand is None else -operand if isinstance(node.op, ast.USub) else operand
+    elif isinstance(node, ast.BinOp) and type(node.op) in _OPERATORS:
+        left, right = _value(node.left, before, depth), _value(node.right, before, depth)
+        if left is None or right is None or (right == 0 and isinstance(node.op, (ast.FloorDiv, ast.Mod))) \
+                or (isinstance(node.op, (ast.LShift, ast.RShift)) and not 0 <= right < 64):
+            return None
+        value = _OPERATORS[type(node.op)](left, right)
+    elif isinstance(node, ast.Name) and depth > 0:
+        assigned = _last_assignment(node.id, before)
+        value = None if assigned is None else _evaluate(assigned[1], before[:assigned[0]], depth - 1)
+    else:
+        value = None
+    return value if value is not None and abs(value) < _LIMIT else None
+
+
+def _last_assignment(name: str, before: str) -> tuple[int, str] | None:
+    """(offset, expression) of the last ``name = expression;`` in ``before``."""
+    found = list(re.finditer(rf"\b{re.escape(name)}\s*=(?!=)\s*([^;{{}}]+);", before))
+    return (found[-1].start(), found[-1].group(1)) if found else None

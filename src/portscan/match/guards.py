@@ -21,7 +21,9 @@ range lies inside one takes the guard's name and a lowered severity:
     in the body of a ``try`` with a handler that catches the failure (a bare
     ``except``, ``ImportError``, ``Exception``, ``OSError``, ...) and does not just
     re-raise -- the code degrades instead of crashing, but the feature is silently
-    lost on ROCm -- one step lower (error -> warning -> info), imports included.
+    lost on ROCm -- one step lower (error -> warning -> info), imports included. Also an
+    import under ``if`` a presence flag naming its package (``if HAS_FLASH_ATTN:``, the
+    flag such a ``try`` sets) or an availability check the rule names (its ``probes``).
 ``handled``
     in the body of a ``try`` whose handler catches one of the exceptions the rule says
     its matched use raises on ROCm (the rule's ``raises``; ``Exception`` or a bare
@@ -118,6 +120,39 @@ def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pat
             return True
         stack.extend(children(node))
     return False
+
+
+#: a flag that says a package imported (``HAS_FLASH_ATTN``, ``IS_SPCONV2_AVAILABLE``,
+#: ``env_info["has_flash_attn"]``), as a probe's ``try: import x`` / ``except ImportError``
+#: sets it; ``use_x`` is a choice, not a probe
+_PRESENCE_FLAG = re.compile(r"(?i)^_*(has|have)_|_(available|installed|found)$")
+
+
+def presence_flags(test: cst.BaseExpression) -> frozenset[str]:
+    """The presence flags an ``if`` test reads un-negated (names, attributes, string keys;
+    not the functions it calls), folded (lower case, no underscores): ``if HAS_FLASH_ATTN:`` gives ``hasflashattn``."""
+    found = set()
+    stack: list[cst.CSTNode] = [test]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            continue  # `if not HAS_X:` is the path without the package
+        if isinstance(node, cst.Call):  # `is_x_available()` is a check of another kind (`probes`)
+            stack.extend(a.value for a in node.args)
+            continue
+        word = (node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute)
+                else string_text(node) if isinstance(node, cst.SimpleString) else None)
+        if word and _PRESENCE_FLAG.search(word):
+            found.add(word.lower().replace("_", ""))
+        stack.extend(children(node))
+    return frozenset(found)
+
+
+def flags_package(flags: frozenset[str], module: str) -> bool:
+    """Does one of these folded presence flags name ``module``'s package
+    (``hasflashattn`` for ``flash_attn.bert_padding``)?"""
+    package = module.split(".")[0].lower().replace("_", "")
+    return bool(package) and any(package in flag for flag in flags)
 
 
 def is_vendor_check(expr: cst.CSTNode) -> bool:

@@ -50,8 +50,10 @@ from portscan.match.guards import (
     handler_falls_back,
     is_type_checking,
     is_toolkit_check,
+    flags_package,
     is_vendor_check,
     mentions_rocm,
+    presence_flags,
     vendor_flag_values,
 )
 from portscan.match.locate import locate
@@ -225,6 +227,8 @@ class _Index:
         self.equivalents: tuple[str, ...] = tuple(sorted({e for rule in rules for e in rule.equivalents}))
         #: every candidate rule's availability ``probes`` (``if is_flash_attn_2_available():``)
         self.probes: frozenset[str] = frozenset(name for rule in rules for name in _probes(rule))
+        #: whether an import rule is a candidate (``if`` tests that guard imports are recorded)
+        self.imports = any(rule.pattern.kind == "import" for rule in rules)
 
 
 # --------------------------------------------------------------------------- sites
@@ -366,6 +370,9 @@ class _Collector(Walker):
         #: the body of each ``if`` whose test calls an availability probe a rule names, with
         #: the probes it calls
         self.probed: list[tuple[cst.CSTNode, frozenset[str]]] = []
+        #: the body of each ``if`` that tests a presence flag (``if HAS_FLASH_ATTN:``), with
+        #: the flags' names folded (see :func:`portscan.match.guards.presence_flags`)
+        self.flagged: list[tuple[cst.CSTNode, frozenset[str]]] = []
         #: tests of an ``if`` whose branches only print or log (``if major >= 8: logger.info(...)``)
         self.message_choices: list[cst.BaseExpression] = []
         #: (body, what its handlers catch without re-raising) of every ``try`` that catches
@@ -924,10 +931,13 @@ class _Collector(Walker):
         if not isinstance(node, cst.Assert):
             names = _names_in(node.test)
             self.name_checks.extend(NameCheck(b, names) for b in (node.body, node.orelse) if b is not None)
-        if self.index.probes and isinstance(node, cst.If):
+        if self.index.imports and isinstance(node, cst.If):
             probes = _called(node.test) & self.index.probes
             if probes:
                 self.probed.append((node.body, probes))
+            flags = presence_flags(node.test)
+            if flags:
+                self.flagged.append((node.body, flags))
         if isinstance(node, (cst.If, cst.IfExp)):
             if isinstance(node, cst.If) and is_type_checking(node.test):
                 self.regions.append(Region(node.body, TYPE_CHECKING))
@@ -2215,7 +2225,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     offsets = locate(module, [node for _, _, node, _ in reports] + [node for node, _ in regions]
                      + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
                      + [node for node, _ in checks] + bindings.statements()
-                     + [t.body for t in collector.fallback_tries] + [body for body, _ in collector.probed]
+                     + [t.body for t in collector.fallback_tries]
+                     + [body for body, _ in collector.probed + collector.flagged]
                      + ([body for body, _ in collector.catching_tries] if raising else [])
                      + (collector.number_choices + collector.message_choices if tuned else [])
                      + [n for body, mentions in helpers for n in (body, *mentions)]
@@ -2246,6 +2257,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
 
     tries = _Tries(collector.fallback_tries, offsets)
     probed = [(offsets[id(body)], names) for body, names in collector.probed if id(body) in offsets]
+    flagged = [(offsets[id(body)], names) for body, names in collector.flagged if id(body) in offsets]
     checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
     matches = []
     #: id(import statement) -> the guard of its import findings
@@ -2264,9 +2276,12 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                 guard = None  # an import that may fail in a `try` still binds the name on ROCm
         statement = bindings.import_statement(rule, site)
         folded = False
-        if statement is not None and guard is None and _probes(rule) and any(
-                s <= start and end <= e and set(_probes(rule)) & names for (s, e), names in probed):
-            guard = FALLBACK  # `if is_flash_attn_2_available(): from flash_attn import ...`
+        if statement is not None and guard is None and (
+                _probes(rule) and any(s <= start and end <= e and set(_probes(rule)) & names
+                                      for (s, e), names in probed)
+                or any(s <= start and end <= e and flags_package(names, variables.get("module", ""))
+                       for (s, e), names in flagged)):
+            guard = FALLBACK  # `if is_flash_attn_2_available():` / `if HAS_FLASH_ATTN:` then the import
         if statement is not None:  # an import rule's own statement
             if guard == FALLBACK and (tries.substituted(statement, bindings.locals(statement), rule.equivalents,
                                                         bindings, collector.index.equivalents)
