@@ -412,3 +412,28 @@ def test_an_import_under_a_presence_flag_for_its_package_is_guarded(rules) -> No
         (7, "PS701", "info", "fallback"), (9, "PS701", "info", "fallback"), (11, "PS719", "info", "fallback"),
         # negated, a choice, another package's flag: as loud as ever
         (13, "PS701", "warning", None), (15, "PS701", "warning", None), (17, "PS602", "error", None)]
+
+
+def test_an_unguarded_cuda_only_import_lists_its_uses(rules) -> None:
+    """One finding per import, with the places its names are used (issue 17, item 6):
+    attribute uses, and the names a ``from`` import binds."""
+    source = """
+    import pynvml
+    from pynvml import nvmlDeviceGetCount, nvmlInit
+    from numba import cuda
+
+    def count():
+        nvmlInit()
+        return nvmlDeviceGetCount()
+
+    def memory(i):
+        return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(i))
+
+    @cuda.jit
+    def add(a, b):
+        i = cuda.grid(1)
+        a[i] += b[i]
+    """
+    found = {(f.span.line, f.rule): [u[0] for u in f.uses] for f in _scan(source, rules)
+             if f.rule in ("PS602", "PS712")}
+    assert found == {(2, "PS602"): [11, 11], (3, "PS602"): [7, 8], (4, "PS712"): [13, 15]}

@@ -54,8 +54,8 @@ class ImportPattern:
     python_sites: ClassVar[frozenset[str]] = frozenset({"imports", "strings", "calls", "compares"})
     variables: ClassVar[frozenset[str]] = frozenset({"matched", "module"})
     modules: tuple[str, ...]
-    #: when the import is guarded (``try``/``except ImportError``), also report each
-    #: attribute use of the names it binds, unless a condition on the name guards it
+    #: list each use of the names it binds in the import's finding (``m.f()``, and ``f()``
+    #: after ``from m import f``), unless a condition on the name guards it
     uses: bool = False
     #: availability checks that ask whether the library is installed *and* usable on the
     #: running GPU's vendor (transformers' ``is_flash_attn_2_available``, which accepts

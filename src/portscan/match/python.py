@@ -2306,8 +2306,6 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     matches = [dataclasses.replace(m, tier=tier) if tier else m
                for m, tier in zip(matches, site_tiers(matches, facts), strict=True)]
     for rule, used_at, node, variables in uses:
-        if guard_at(*offsets[id(used_at)]) not in (FALLBACK, FALLBACK_EQUIVALENT):
-            continue  # an unguarded import is reported itself; its uses add nothing
         start, end = offsets[id(node)]
         local = variables["local"]
         if any(s <= start and end <= e and local in names for (s, e), names in checked):
@@ -2598,11 +2596,12 @@ def _use_candidates(collector: _Collector
                 found.append((rule, statement, chain.nodes[-1],
                               {"local": chain.parts[0], "module": ".".join([source, *chain.parts])}))
             continue
-        if len(chain.parts) < 2 or chain.parts[0] not in wanted:
+        if chain.parts[0] not in wanted:
             continue
         owner = chain.scope.lookup(chain.parts[0])
         for rule, statement, scope in wanted[chain.parts[0]]:
-            if owner is scope:
+            # `pynvml.nvmlInit()`, and `nvmlInit()` after `from pynvml import nvmlInit`
+            if owner is scope and (len(chain.parts) > 1 or isinstance(statement, cst.ImportFrom)):
                 qualified = chain.scope.qualified(chain.parts)
                 found.append((rule, statement, chain.nodes[-1],
                               {"local": chain.parts[0], "module": qualified[0] if qualified
