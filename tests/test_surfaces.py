@@ -104,6 +104,46 @@ def test_pyproject() -> None:
     ]
 
 
+def test_explicit_indexes_count_only_where_a_source_names_them() -> None:
+    """uv's ``explicit = true`` and Poetry's ``priority = "explicit"``: nothing is looked
+    up there unless a source pins a package to it."""
+    source = """\
+    [tool.poetry.dependencies]
+    torch = {version = "2.5.1", source = "torch-cu124"}
+
+    [[tool.poetry.source]]
+    name = "torch-cu124"
+    url = "https://download.pytorch.org/whl/cu124"
+    priority = "explicit"
+
+    [[tool.poetry.source]]
+    name = "torch-cu118"
+    url = "https://download.pytorch.org/whl/cu118"
+    priority = "explicit"
+
+    [[tool.uv.index]]
+    name = "pytorch-cu126"
+    url = "https://download.pytorch.org/whl/cu126"
+    explicit = true
+
+    [[tool.uv.index]]
+    name = "pytorch-cu130"
+    url = "https://download.pytorch.org/whl/cu130"
+    explicit = true
+
+    [[tool.uv.index]]
+    url = "https://download.pytorch.org/whl/cu121"
+
+    [tool.uv.sources]
+    torch = [
+      { index = "pytorch-cu126", marker = "sys_platform == 'linux'" },
+      # { index = "pytorch-cu130", marker = "sys_platform == 'linux'" },
+    ]
+    """
+    assert [(rule, line) for rule, line, _ in run("pyproject.toml", source, CU_INDEX)] == [
+        ("XX804", 6), ("XX804", 16), ("XX804", 25)]
+
+
 def test_setup_cfg() -> None:
     source = """\
     [metadata]

@@ -148,8 +148,9 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
                 continue
             at = key.start() + len(key.group(0)) - len(key.group(0).lstrip())
             matches += requirement_matches(_poetry_requirement(name, spec), at, rules)
-    urls = [s.get("url") for s in poetry.get("source", []) if isinstance(s, dict)]
-    urls += [s.get("url") for s in tool.get("uv", {}).get("index", []) if isinstance(s, dict)]
+    uv = tool.get("uv", {})
+    urls = [s.get("url") for s in _used(poetry.get("source", []), "priority", _poetry_sources(tables))]
+    urls += [s.get("url") for s in _used(uv.get("index", []), "explicit", _uv_sources(uv.get("sources", {})))]
     urls += [s.get("url") for s in tool.get("pdm", {}).get("source", []) if isinstance(s, dict)]
     for url in urls:
         if isinstance(url, str):
@@ -157,6 +158,30 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
             if at is not None:
                 matches += index_matches(url, at, rules)
     return _single_line(matches, text)
+
+
+def _used(indexes: object, explicit_key: str, named: set[str]) -> list[dict[str, object]]:
+    """The package indexes a resolver may take packages from: an explicit one (uv's
+    ``explicit = true``, Poetry's ``priority = "explicit"``) only where a source names it,
+    since nothing else is ever looked up there."""
+    if not isinstance(indexes, list):
+        return []
+    return [i for i in indexes if isinstance(i, dict)
+            and (i.get(explicit_key) not in (True, "explicit") or i.get("name") in named)]
+
+
+def _uv_sources(sources: object) -> set[str]:
+    """The index names ``[tool.uv.sources]`` pins packages to (``torch = [{ index = "x" }]``)."""
+    entries = [e for v in sources.values() for e in (v if isinstance(v, list) else [v])] \
+        if isinstance(sources, dict) else []
+    return {e["index"] for e in entries if isinstance(e, dict) and isinstance(e.get("index"), str)}
+
+
+def _poetry_sources(tables: list[dict[str, object]]) -> set[str]:
+    """The source names Poetry dependencies ask for (``torch = {source = "x"}``)."""
+    specs = [spec for table in tables if isinstance(table, dict) for spec in table.values()]
+    specs = [e for spec in specs for e in (spec if isinstance(spec, list) else [spec])]
+    return {e["source"] for e in specs if isinstance(e, dict) and isinstance(e.get("source"), str)}
 
 
 def _extra_matches(value: str, at: int, rules: Sequence[Rule], section: str, nvidia: bool) -> list[Match]:
