@@ -102,7 +102,7 @@ def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pat
     while stack:
         node = stack.pop()
         if called is not None and isinstance(node, cst.Call):
-            callee = dotted(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
+            callee = dotted(node.func)
             if callee is not None and called.search(callee[1][-1]):
                 return True
         chain = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None

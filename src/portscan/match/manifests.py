@@ -11,7 +11,7 @@ import configparser
 import dataclasses
 import re
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import yaml
 
@@ -149,8 +149,11 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
             at = key.start() + len(key.group(0)) - len(key.group(0).lstrip())
             matches += requirement_matches(_poetry_requirement(name, spec), at, rules)
     uv = tool.get("uv", {})
-    urls = [s.get("url") for s in _used(poetry.get("source", []), "priority", _poetry_sources(tables))]
-    urls += [s.get("url") for s in _used(uv.get("index", []), "explicit", _uv_sources(uv.get("sources", {})))]
+    poetry_specs = [spec for table in tables if isinstance(table, dict) for spec in table.values()]
+    uv_sources = uv.get("sources", {})
+    urls = [s.get("url") for s in _used(poetry.get("source", []), "priority", _named(poetry_specs, "source"))]
+    urls += [s.get("url") for s in _used(uv.get("index", []), "explicit",
+                                         _named(uv_sources.values() if isinstance(uv_sources, dict) else [], "index"))]
     urls += [s.get("url") for s in tool.get("pdm", {}).get("source", []) if isinstance(s, dict)]
     for url in urls:
         if isinstance(url, str):
@@ -170,18 +173,12 @@ def _used(indexes: object, explicit_key: str, named: set[str]) -> list[dict[str,
             and (i.get(explicit_key) not in (True, "explicit") or i.get("name") in named)]
 
 
-def _uv_sources(sources: object) -> set[str]:
-    """The index names ``[tool.uv.sources]`` pins packages to (``torch = [{ index = "x" }]``)."""
-    entries = [e for v in sources.values() for e in (v if isinstance(v, list) else [v])] \
-        if isinstance(sources, dict) else []
-    return {e["index"] for e in entries if isinstance(e, dict) and isinstance(e.get("index"), str)}
-
-
-def _poetry_sources(tables: list[dict[str, object]]) -> set[str]:
-    """The source names Poetry dependencies ask for (``torch = {source = "x"}``)."""
-    specs = [spec for table in tables if isinstance(table, dict) for spec in table.values()]
-    specs = [e for spec in specs for e in (spec if isinstance(spec, list) else [spec])]
-    return {e["source"] for e in specs if isinstance(e, dict) and isinstance(e.get("source"), str)}
+def _named(specs: Iterable[object], key: str) -> set[str]:
+    """The index names package specs pin to, each spec a table or a list of them: uv's
+    ``torch = [{ index = "x" }]`` (``key`` ``"index"``), Poetry's ``torch = {source = "x"}``
+    (``"source"``)."""
+    entries = [e for spec in specs for e in (spec if isinstance(spec, list) else [spec])]
+    return {e[key] for e in entries if isinstance(e, dict) and isinstance(e.get(key), str)}
 
 
 def _extra_matches(value: str, at: int, rules: Sequence[Rule], section: str, nvidia: bool) -> list[Match]:

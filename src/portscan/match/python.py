@@ -367,12 +367,11 @@ class _Collector(Walker):
         self.type_operands: set[int] = set()
         #: the tests of conditions that only choose numbers (see syntax.picks_numbers)
         self.number_choices: list[cst.BaseExpression] = []
-        #: the body of each ``if`` whose test calls an availability probe a rule names, with
-        #: the probes it calls
-        self.probed: list[tuple[cst.CSTNode, frozenset[str]]] = []
-        #: the body of each ``if`` that tests a presence flag (``if HAS_FLASH_ATTN:``), with
-        #: the flags' names folded (see :func:`portscan.match.guards.presence_flags`)
-        self.flagged: list[tuple[cst.CSTNode, frozenset[str]]] = []
+        #: the body of each ``if`` that asks whether a package is there, with the availability
+        #: probes a rule names that its test calls (``if is_flash_attn_2_available():``) and the
+        #: presence flags it reads, folded (``if HAS_FLASH_ATTN:``; see
+        #: :func:`portscan.match.guards.presence_flags`)
+        self.availability_ifs: list[tuple[cst.CSTNode, frozenset[str], frozenset[str]]] = []
         #: tests of an ``if`` whose branches only print or log (``if major >= 8: logger.info(...)``)
         self.message_choices: list[cst.BaseExpression] = []
         #: (body, what its handlers catch without re-raising) of every ``try`` that catches
@@ -932,12 +931,9 @@ class _Collector(Walker):
             names = _names_in(node.test)
             self.name_checks.extend(NameCheck(b, names) for b in (node.body, node.orelse) if b is not None)
         if self.index.imports and isinstance(node, cst.If):
-            probes = _called(node.test) & self.index.probes
-            if probes:
-                self.probed.append((node.body, probes))
-            flags = presence_flags(node.test)
-            if flags:
-                self.flagged.append((node.body, flags))
+            probes, flags = _called(node.test) & self.index.probes, presence_flags(node.test)
+            if probes or flags:
+                self.availability_ifs.append((node.body, probes, flags))
         if isinstance(node, (cst.If, cst.IfExp)):
             if isinstance(node, cst.If) and is_type_checking(node.test):
                 self.regions.append(Region(node.body, TYPE_CHECKING))
@@ -2194,10 +2190,9 @@ def _called(test: cst.BaseExpression) -> frozenset[str]:
     stack: list[cst.CSTNode] = [test]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Call):
-            chain = dotted(node.func) if isinstance(node.func, (cst.Name, cst.Attribute)) else None
-            if chain is not None:
-                names.add(chain[1][-1])
+        chain = dotted(node.func) if isinstance(node, cst.Call) else None
+        if chain is not None:
+            names.add(chain[1][-1])
         stack.extend(children(node))
     return frozenset(names)
 
@@ -2226,7 +2221,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                      + [stmt for _, stmt, _, _ in uses] + [node for _, _, node, _ in uses]
                      + [node for node, _ in checks] + bindings.statements()
                      + [t.body for t in collector.fallback_tries]
-                     + [body for body, _ in collector.probed + collector.flagged]
+                     + [body for body, _, _ in collector.availability_ifs]
                      + ([body for body, _ in collector.catching_tries] if raising else [])
                      + (collector.number_choices + collector.message_choices if tuned else [])
                      + [n for body, mentions in helpers for n in (body, *mentions)]
@@ -2256,8 +2251,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
         return next((g for g in GUARD_ORDER if g in guards), None)
 
     tries = _Tries(collector.fallback_tries, offsets)
-    probed = [(offsets[id(body)], names) for body, names in collector.probed if id(body) in offsets]
-    flagged = [(offsets[id(body)], names) for body, names in collector.flagged if id(body) in offsets]
+    availability_ifs = [(offsets[id(body)], probes, flags) for body, probes, flags in collector.availability_ifs
+                        if id(body) in offsets]
     checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
     matches = []
     #: id(import statement) -> the guard of its import findings
@@ -2276,11 +2271,10 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                 guard = None  # an import that may fail in a `try` still binds the name on ROCm
         statement = bindings.import_statement(rule, site)
         folded = False
-        if statement is not None and guard is None and (
-                _probes(rule) and any(s <= start and end <= e and set(_probes(rule)) & names
-                                      for (s, e), names in probed)
-                or any(s <= start and end <= e and flags_package(names, variables.get("module", ""))
-                       for (s, e), names in flagged)):
+        if statement is not None and guard is None and any(
+                s <= start and end <= e and (not probes.isdisjoint(_probes(rule))
+                                             or flags_package(flags, variables.get("module", "")))
+                for (s, e), probes, flags in availability_ifs):
             guard = FALLBACK  # `if is_flash_attn_2_available():` / `if HAS_FLASH_ATTN:` then the import
         if statement is not None:  # an import rule's own statement
             if guard == FALLBACK and (tries.substituted(statement, bindings.locals(statement), rule.equivalents,
