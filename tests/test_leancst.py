@@ -241,3 +241,21 @@ def test_the_scanned_codes_own_compiler_warnings_are_not_printed() -> None:
         warnings.simplefilter("always")
         leancst.parse_module('pattern = "\\d+"\nmessage = f"\\w{x}"\n')
     assert caught == []
+
+
+def test_exactly_answers_as_isinstance_does_in_both_trees() -> None:
+    """``type(node) in exactly(cls)`` stands in for ``isinstance`` on the matcher's hot
+    paths: the same answer for every node of a view and of LibCST's tree; a class with
+    subclasses of LibCST's own is refused (a set of exact classes would miss them)."""
+    text = "import torch\nx = torch.version.cuda or f'rocm {y}'\nf(a.b, 'c')\n"
+    classes = (cst.Name, cst.Attribute, cst.Call, cst.SimpleString, cst.FormattedStringText)
+    for module in (leancst.parse_module(text), parse_python(text)):
+        nodes, stack = [], [module]
+        while stack:
+            nodes.append(node := stack.pop())
+            stack.extend(children(node))
+        for cls in classes:
+            assert [type(n) in leancst.exactly(cls) for n in nodes] == [isinstance(n, cls) for n in nodes]
+            assert any(isinstance(n, cls) for n in nodes)
+    with pytest.raises(ValueError):
+        leancst.exactly(cst.BaseExpression)

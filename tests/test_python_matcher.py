@@ -510,6 +510,51 @@ def test_prefilter_needs_the_literal_argument_of_a_call_rule() -> None:
     assert rules.candidates('import torch\ntorch.compile(model, backend="torch_tensorrt")\n')
 
 
+def test_code_only_drops_comments_and_strings_but_keeps_f_strings() -> None:
+    """Read left to right as the tokenizer reads them: a ``#`` in a string is text, a
+    quote in a comment is text; an f-string's braces hold code and it stays whole."""
+    from portscan.ruleset.prefilter import code_only
+
+    text = ('a = "x # y"  # it\'s b\n'
+            "c = '''doc\nwith \"quotes\" and ''' + rb'\\d' + u\"e\\\"f\"\n"
+            "g = f\"+cu{torch.version.cuda}\" + fR'{h}'\n"
+            'i = """unterminated\n')
+    kept = code_only(text).split()
+    # a prefix's letters stay (a superset of the code's words is safe), an f-string is whole
+    assert kept[:8] == ["a", "=", "c", "=", "+", "rb", "+", "u"]
+    assert kept[8:13] == ["g", "=", 'f"+cu{torch.version.cuda}"', "+", "fR'{h}'"]
+    assert kept[13:] == ["i", "=", '"unterminated']  # a string that never closes stays code
+
+
+def test_prefilter_wants_a_name_used_in_code_not_in_text() -> None:
+    """A qualified name is used in code: in a docstring, a comment or a string (a
+    generated table of names) it sends no file to the parser; in an f-string's braces,
+    it does. A two-part name ``a.b`` needs ``a.b`` spelled, an alias of ``a``, or an
+    import naming ``b``: ``import torch`` and another module's ``aten._scaled_mm`` do not."""
+    rules = RuleSet([CUDA_VERSION, rule("PS099", {"kind": "call", "callees": ["torch._scaled_mm"]})])
+    docstring = 'import torch\ndef f():\n    """>>> torch.version.cuda"""\n'
+    assert not rules.candidates(docstring)
+    assert not rules.candidates("import torch\n# torch.version.cuda is None on ROCm\n")
+    assert not rules.candidates("import torch\nNAMES = ['torch.version.cuda']\n")
+    assert rules.candidates('import torch\ntag = f"+cu{torch.version.cuda}"\n')
+    assert not rules.candidates('"""\nimport torch\n"""\nx = torch.version.cuda\n')  # an import in text
+    assert not rules.candidates("import torch\nx = aten._scaled_mm(a, b)\n")
+    for code in ("import torch as th\nth._scaled_mm(a, b)\n", "from torch import _scaled_mm\n_scaled_mm(a, b)\n",
+                 "import torch\ntorch._scaled_mm(a, b)\n"):
+        assert [r.code for r in rules.candidates(code)] == ["PS099"], code
+        assert scan_source(code, "m.py", rules, kind="python"), code
+
+
+def test_prefilter_wants_the_process_call_of_a_pip_install_in_code() -> None:
+    """``pip install torch`` run from Python needs the spawning call in code; the words in
+    a comment or a docstring do not make a candidate."""
+    from portscan.ruleset.loader import load_rules
+
+    rules = load_rules().select(["PS801"])
+    assert not rules.candidates('"""Run `pip install torch` (see subprocess)."""\nimport os\n')
+    assert rules.candidates('import subprocess\nsubprocess.run("pip install torch", shell=True)\n')
+
+
 # ------------------------------------------------------------------ guards
 
 

@@ -16,7 +16,7 @@ from portscan.kinds.sites import RequirementSite
 from portscan.kinds.common import MANIFESTS, glob_prefix, normalize_name, code_list
 from portscan.kinds.rocm_wheels import rocm_wheels
 from portscan.kinds.ceiling import only_below
-from portscan.ruleset.prefilter import Fragment, Token, regex_fragments
+from portscan.ruleset.prefilter import Fragment, InCode, Token, regex_fragments
 from portscan.ruleset.table import PatternError, TableReader
 
 REQUIREMENT_SECTIONS = ("install", "optional", "build")
@@ -99,10 +99,10 @@ class RequirementPattern:
         sets: list[frozenset[Token]] = [
             frozenset({"setup", keyword, Fragment(prefix, True, quoted=True)} if prefix else {"setup", keyword})
             for prefix in prefixes for keyword in SETUP_REQUIREMENT_SECTIONS]
-        # ... or run ``pip install`` through a process-spawning call (the package may sit
-        # anywhere in a shell string)
-        sets += [frozenset({"pip", "install", word, Fragment(prefix, True)} if prefix
-                           else {"pip", "install", word})
+        # ... or run ``pip install`` through a process-spawning call, which is code (the
+        # package may sit anywhere in a shell string)
+        sets += [frozenset({"pip", "install", InCode(word), Fragment(prefix, True)} if prefix
+                           else {"pip", "install", InCode(word)})
                  for prefix in prefixes for word in sorted(spawn_words(DEFAULT_SPAWN_CALLEES))]
         if self.url is not None:
             fragments = regex_fragments(self.url)

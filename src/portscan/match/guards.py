@@ -58,7 +58,8 @@ from dataclasses import dataclass
 
 import libcst as cst
 
-from portscan.match.syntax import children, dotted, small_statements, string_text
+from portscan.leancst import exactly
+from portscan.match.syntax import ATTRIBUTE, children, dotted, small_statements, string_text
 from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -93,6 +94,10 @@ _BUILDS = (["version", "hip"], ["version", "cuda"])
 _ROCM_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(amd|radeon|instinct)\b")
 
 
+_CALL, _NAME_OR_ATTRIBUTE = exactly(cst.Call), exactly(cst.Name, cst.Attribute)
+_SIMPLE_STRING, _FORMATTED_TEXT = exactly(cst.SimpleString), exactly(cst.FormattedStringText)
+
+
 def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pattern[str],
                   word: re.Pattern[str], called: re.Pattern[str] | None = None) -> bool:
     """Does ``expr`` name a vendor: ``torch.version.<build>`` for one of ``builds``, a name
@@ -101,23 +106,25 @@ def _names_vendor(expr: cst.CSTNode, builds: tuple[list[str], ...], text: re.Pat
     stack: list[cst.CSTNode] = [expr]
     while stack:
         node = stack.pop()
-        if called is not None and isinstance(node, cst.Call):
-            callee = dotted(node.func)
+        kind = type(node)
+        if called is not None and kind in _CALL:
+            callee = dotted(node.func)  # type: ignore[attr-defined]
             if callee is not None and called.search(callee[1][-1]):
                 return True
-        chain = dotted(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
-        if chain is not None:
-            parts = chain[1]
-            if parts[-2:] in builds or any(word.search(part) for part in parts):
+        if kind in _NAME_OR_ATTRIBUTE:
+            chain = dotted(node)  # type: ignore[arg-type]
+            if chain is not None:
+                parts = chain[1]
+                if parts[-2:] in builds or any(word.search(part) for part in parts):
+                    return True
+                continue
+            if kind in ATTRIBUTE and word.search(node.attr.value):  # type: ignore[attr-defined]
                 return True
-            continue
-        if isinstance(node, (cst.SimpleString, cst.FormattedStringText)):
-            value = string_text(node) if isinstance(node, cst.SimpleString) else node.value
+        elif kind in _SIMPLE_STRING or kind in _FORMATTED_TEXT:
+            value = string_text(node) if kind in _SIMPLE_STRING else node.value  # type: ignore[arg-type, attr-defined]
             if value is not None and text.search(value):
                 return True
             continue
-        if isinstance(node, cst.Attribute) and word.search(node.attr.value):
-            return True
         stack.extend(children(node))
     return False
 

@@ -60,6 +60,8 @@ from portscan.match.locate import locate
 from portscan.model import package_of
 from portscan.parse import LineIndex
 from portscan.match.syntax import (
+    ATTRIBUTE,
+    NAME,
     Walker,
     children,
     SHELLS,
@@ -1919,10 +1921,10 @@ def _names_in(test: cst.CSTNode) -> frozenset[str]:
     stack = [test]
     while stack:
         node = stack.pop()
-        if isinstance(node, cst.Name):
-            names.add(node.value)
-        elif isinstance(node, cst.Attribute):
-            stack.append(node.value)
+        if type(node) in NAME:
+            names.add(node.value)  # type: ignore[attr-defined]
+        elif type(node) in ATTRIBUTE:
+            stack.append(node.value)  # type: ignore[attr-defined]
         else:
             stack.extend(children(node))
     return frozenset(names)

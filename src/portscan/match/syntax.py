@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import libcst as cst
 
-from portscan.leancst import children
+from portscan.leancst import children, exactly
 from portscan.match import snippet
 from portscan.match.commands import SHELLS, commands
 from portscan.ruleset.table import MISSING
@@ -41,18 +41,21 @@ class Walker:
             self.walk(child)
 
 
+ATTRIBUTE, NAME = exactly(cst.Attribute), exactly(cst.Name)
+
+
 def dotted(node: cst.BaseExpression) -> tuple[list[cst.BaseExpression], list[str]] | None:
     """For a pure chain ``a.b.c``: its nodes ``[a, a.b, a.b.c]`` and parts ``[a, b, c]``."""
     nodes: list[cst.BaseExpression] = []
     parts: list[str] = []
-    while isinstance(node, cst.Attribute):
+    while type(node) in ATTRIBUTE:
         nodes.append(node)
-        parts.append(node.attr.value)
-        node = node.value
-    if not isinstance(node, cst.Name):
+        parts.append(node.attr.value)  # type: ignore[attr-defined]
+        node = node.value  # type: ignore[attr-defined]
+    if type(node) not in NAME:
         return None
     nodes.append(node)
-    parts.append(node.value)
+    parts.append(node.value)  # type: ignore[attr-defined]
     nodes.reverse()
     parts.reverse()
     return nodes, parts

@@ -109,7 +109,40 @@ def relative_import_anchor(modules: Sequence[str]) -> Anchor:
                   rf"|\bfrom\s+\.+[\w.]*\s+import\b[^\n]*\b(?:{names})\b")
 
 
-Token = str | Fragment | Anchor  #: a whole word ("tensorrt", "nvidia-smi"), a fragment or an anchor
+@dataclass(frozen=True, slots=True)
+class InCode:
+    """A token that must occur in the file's code: outside its comments and its string
+    literals other than f-strings (see :func:`code_only`). A qualified name is used in
+    code only, so a docstring's ``>>> torch.cuda.get_device_capability()`` or a generated
+    table of names in strings does not send a file to the parser for it."""
+
+    token: str | Anchor
+
+
+Token = str | Fragment | Anchor | InCode
+"""A whole word ("tensorrt", "nvidia-smi"), a fragment, an anchor, or one of them in code."""
+
+# String literals and comments, read left to right as Python's tokenizer reads them (a `#`
+# inside a string is text, a quote inside a comment is text), triple quotes first, each
+# body an unrolled loop (linear, no backtracking). An f-string is kept whole, since the
+# names in its braces are code (`f"+cu{torch.version.cuda}"`): a string whose quote follows
+# an `f` (`f`, `rf`, `fr` prefixes; also `elif"x"`, which only keeps more). Python 3.12's
+# f-strings may nest their own quote (`f"{d["k"]}"`); read this way they fall into pieces,
+# each kept or dropped, so only an odd count of nested quotes (or a nested `#`) could hide
+# code, and no further than the end of that line.
+_STRING_BODY = "|".join((
+    r"'''[^'\\]*(?:(?:\\[\s\S]|'(?!''))[^'\\]*)*'''",
+    r'"""[^"\\]*(?:(?:\\[\s\S]|"(?!""))[^"\\]*)*"""',
+    r"'[^'\\\n]*(?:\\[\s\S][^'\\\n]*)*'",
+    r'"[^"\\\n]*(?:\\[\s\S][^"\\\n]*)*"',
+))
+_STRING_OR_COMMENT = re.compile(
+    rf"""(?=[#'"])(?:#[^\r\n]*|(?:(?<=[fF])|(?<=[fF][rR]))(?P<f>{_STRING_BODY})|(?:{_STRING_BODY}))""")
+
+
+def code_only(text: str) -> str:
+    """``text`` with each comment and each string literal but f-strings replaced by a space."""
+    return _STRING_OR_COMMENT.sub(r"\g<f> ", text)
 
 
 def regex_fragments(regex: Regex, quoted: bool = False) -> tuple[Fragment, ...]:
@@ -188,19 +221,30 @@ def qualified_sets(names: tuple[str, ...]) -> tuple[frozenset[Token], ...]:
     """Token sets for uses of qualified names. Besides every segment and an import of
     the top-level package (names resolve through imports only), a use of ``a.b.c``
     spells its tail ``b.c`` (``a.b.c``, ``X.b.c``, ``b.c`` after ``from a import b``), or
-    an import line names ``b`` or ``c`` (``import a.b as X``, ``from a.b import c``)."""
+    an import line names ``b`` or ``c`` (``import a.b as X``, ``from a.b import c``).
+    All of them in code (:class:`InCode`)."""
     sets: list[frozenset[Token]] = []
     for name in names:
         parts = name.removesuffix(".*").split(".")
-        segments = frozenset(parts) | {import_anchor(parts[0])}
+        segments = frozenset(map(InCode, parts)) | {InCode(import_anchor(parts[0]))}
         if len(parts) < 2 or name.endswith(".*"):
             sets.append(segments)
             continue
-        tail = ".".join(parts[-2:])
-        names_in_import = "|".join(re.escape(p) for p in parts[-2:])
-        sets.append(segments | {tail})
-        sets.append(segments | {Anchor(rf"\b(?:{names_in_import})\b")})
+        sets.append(segments | {InCode(".".join(parts[-2:]))})
+        sets.append(segments | {InCode(_tail_import(parts))})
     return tuple(sets)
+
+
+def _tail_import(parts: list[str]) -> Anchor:
+    """The import a use of ``parts`` needs where the use does not spell the tail: one that
+    names its next-to-last or last part (``import a.b as Y`` or ``from a import b`` for
+    ``Y.c``, ``from a.b import c``). For a two-part name ``a.b`` the next-to-last part is
+    the package, which ``import a`` names without binding anything that spells other than
+    ``a.b``: only ``import a as X`` (for ``X.b``) or an import naming ``b`` will do."""
+    last = re.escape(parts[-1])
+    if len(parts) > 2:
+        return Anchor(rf"\b(?:{re.escape(parts[-2])}|{last})\b")
+    return Anchor(rf"\b{last}\b|\b{re.escape(parts[0])}\s+as\s")
 
 
 _WORD = re.compile(r"\w+")
@@ -218,18 +262,26 @@ def ascii_words(text: str) -> list[str]:
 R = TypeVar("R")
 
 
+def _with_whole_text(token_set: frozenset[Token]) -> frozenset[Token]:
+    """A token set with what each :class:`InCode` token wraps added, to be found in the
+    whole text first: most files fail there, before any of them is cut to its code."""
+    return token_set | {t.token for t in token_set if isinstance(t, InCode)}
+
+
 class _Text:
     """One text's tokens, each looked for at most once."""
 
-    __slots__ = ("text", "words", "compounds", "known", "_folded", "_imports")
+    __slots__ = ("text", "vocabulary", "words", "compounds", "known", "_folded", "_imports", "_code")
 
     def __init__(self, text: str, vocabulary: frozenset[str], compounds: dict[str, str]) -> None:
         self.text = text
+        self.vocabulary = vocabulary
         self.words = vocabulary.intersection(ascii_words(text))
         self.compounds = compounds
         self.known: dict[Token, bool] = {}
         self._folded: str | None = None
         self._imports: str | None = None
+        self._code: _Text | None = None
 
     def occurs(self, token: Token) -> bool:
         """Is ``token`` (not a plain word: those are in ``words``) in the text?"""
@@ -241,10 +293,15 @@ class _Text:
                 if token.ignore_case and self._folded is None:
                     self._folded = self.text.casefold()
                 known = token.occurs(self.text, self._folded or self.text)
-            else:
+            elif isinstance(token, Anchor):
                 if self._imports is None:
                     self._imports = import_lines(self.text)
                 known = token.occurs(self._imports)
+            else:
+                if self._code is None:
+                    self._code = _Text(code_only(self.text), self.vocabulary, self.compounds)
+                inner = token.token
+                known = inner in self._code.words if inner in self.vocabulary else self._code.occurs(inner)
             self.known[token] = known
         return known
 
@@ -253,7 +310,7 @@ class Prefilter(Generic[R]):
     """Which of some rules could match a text, from each rule's token sets alone."""
 
     def __init__(self, rules: Iterable[tuple[R, Sequence[frozenset[Token]]]]) -> None:
-        planned = tuple((rule, tuple(sets)) for rule, sets in rules)
+        planned = tuple((rule, tuple(map(_with_whole_text, sets))) for rule, sets in rules)
         tokens = {t for _, sets in planned for s in sets for t in s}
         words = {t for t in tokens if isinstance(t, str)}
         self._words = frozenset(t for t in words if _WORD.fullmatch(t))
@@ -261,14 +318,15 @@ class Prefilter(Generic[R]):
         self._compounds = {t: r"(?<!\w)" + re.escape(t) + r"(?!\w)" for t in sorted(words - self._words)}
         self._rules = tuple(rule for rule, _ in planned)
         #: each token set as (rule's position, its plain words, the rest), filed under its
-        #: longest plain word (None: it has none), so a text's words pick the sets to test
+        #: longest plain word (None: it has none), so a text's words pick the sets to test;
+        #: the rest is tested in the whole text first, in code (:class:`InCode`) last
         self._by_word: dict[str | None, list[tuple[int, frozenset[str], tuple[Token, ...]]]] = {}
         for position, (_, sets) in enumerate(planned):
             for token_set in sets:
                 cheap = frozenset(t for t in token_set if t in self._words)
                 key = max(cheap, key=lambda w: (len(w), w)) if cheap else None
-                rest = tuple(t for t in token_set if t not in self._words)
-                self._by_word.setdefault(key, []).append((position, cheap, rest))
+                rest = sorted((t for t in token_set if t not in self._words), key=lambda t: isinstance(t, InCode))
+                self._by_word.setdefault(key, []).append((position, cheap, tuple(rest)))
 
     def candidates(self, text: str) -> tuple[R, ...]:
         """Rules that could match ``text``: every token of one of their token sets occurs,
