@@ -295,3 +295,47 @@ def test_a_size_argument_is_read_when_it_is_constant(call: str, expected) -> Non
     code = "constexpr int kSmem = 96;\nconst size_t size = kSmem * 683 + 1;\nint x = 1;\n" + call
     end = code.index("attr") + len("attr")
     assert constant_argument(code, end) == expected
+
+
+GGML_SHIM = """\
+#if defined(GGML_USE_HIPBLAS)
+#include <hip/hip_runtime.h>
+#define __shfl_xor_sync(mask, var, laneMask, width) __shfl_xor(var, laneMask, width)
+#define cudaMalloc hipMalloc
+#define __CUDA_ARCH__ 1300
+#else
+#include <cuda_runtime.h>
+#endif
+
+static __device__ float warp_reduce_sum(float x) {
+#pragma unroll
+    for (int mask = 16; mask > 0; mask >>= 1) {
+        x += __shfl_xor_sync(0xffffffff, x, mask, 32);
+    }
+    return x;
+}
+
+static __global__ void dot(const int * x, int * y) {
+#if __CUDA_ARCH__ >= 610
+    y[threadIdx.x] = __dp4a(x[0], x[1], 0);
+#endif
+}
+
+static __device__ int vote(bool p) {
+    return __ballot_sync(0xffffffff, p);
+}
+"""
+
+
+def test_a_name_the_files_own_hip_shim_defines_is_handled_there(rules) -> None:
+    """ggml's ggml-cuda.cu (vendored by many projects) maps CUDA names to HIP in one
+    ``#if defined(GGML_USE_HIPBLAS)`` block: the shuffle and the arch test use names the
+    shim defines, so they are ``info``; the ballot is not in the shim and stays an error."""
+    found = {(f.rule, f.span.line): (f.severity.value, f.guard) for f in scan_source(GGML_SHIM, "ggml-cuda.cu", rules)}
+    assert found[("PS912", 13)] == ("info", "vendor-branch")
+    assert found[("PS920", 19)] == ("info", "vendor-branch")
+    assert found[("PS912", 25)] == ("error", None)
+    shuffle = "#define __shfl_xor_sync(mask, var, laneMask, width) __shfl_xor(var, laneMask, width)\n"
+    unshimmed = GGML_SHIM.replace(shuffle, "")
+    found = {(f.rule, f.span.line): f.severity.value for f in scan_source(unshimmed, "ggml-cuda.cu", rules)}
+    assert found[("PS912", 12)] == "error"  # a shim that maps other names leaves this one loud

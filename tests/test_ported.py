@@ -166,3 +166,38 @@ def test_the_hip_build_is_cached_with_the_files_it_was_read_from(tmp_path: Path,
     write(project, HIP_BUILD)
     after = scan_paths([project], rules, cache=cache)
     assert {f.severity.value for f in after.findings if f.path.startswith("src/backend-cuda/")} == {"info"}
+
+
+#: llama.cpp's HIP build before CMake knew the HIP language (2023), which ctransformers,
+#: llama-cpp-python and whisper.cpp kept: hip-clang compiles the .cu as C++
+OLD_HIP_BUILD = """
+    option(GGML_HIPBLAS "use hipBLAS" OFF)
+    if (GGML_CUBLAS)
+        find_package(CUDAToolkit)
+        enable_language(CUDA)
+        add_library(ggml-cuda OBJECT ggml-cuda.cu)
+        target_link_libraries(ggml-cuda PRIVATE CUDA::cudart CUDA::cublas)
+    endif()
+    if (GGML_HIPBLAS)
+        list(APPEND CMAKE_PREFIX_PATH /opt/rocm)
+        find_package(hip)
+        find_package(hipblas)
+        file(GLOB GGML_SOURCES_ROCM "ggml-cuda/*.cu")
+        add_library(ggml-rocm OBJECT ggml-cuda.cu ${GGML_SOURCES_ROCM})
+        set_source_files_properties(ggml-cuda.cu ${GGML_SOURCES_ROCM} PROPERTIES LANGUAGE CXX)
+        target_link_libraries(ggml-rocm PRIVATE hip::device PUBLIC hip::host roc::hipblas)
+    endif()
+"""
+
+
+def test_sources_made_cxx_beside_find_package_hip_are_a_hip_build(tmp_path: Path) -> None:
+    kernel = "__global__ void k(float* x) { x[0] = __shfl_xor_sync(0xffffffff, x[0], 1, 32); }\n"
+    write(tmp_path, {"CMakeLists.txt": OLD_HIP_BUILD, "ggml-cuda.cu": kernel, "ggml-cuda/mmq.cu": kernel,
+                     "other/k.cu": kernel})
+    files = discover([tmp_path], Excludes.of(None), False).files
+    assert hip_built(files, lambda path: path.read_text(), tmp_path) == {
+        "ggml-cuda.cu", "ggml-cuda/mmq.cu", "CMakeLists.txt"}
+    # without HIP's package, a source made C++ is just that: no port
+    write(tmp_path, {"CMakeLists.txt": OLD_HIP_BUILD.replace("find_package(hip)", "").replace("hip::", "")})
+    files = discover([tmp_path], Excludes.of(None), False).files
+    assert hip_built(files, lambda path: path.read_text(), tmp_path) == set()

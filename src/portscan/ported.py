@@ -18,7 +18,10 @@ Three project-level facts, like :mod:`portscan.gated`, whose files' findings tak
 
 A project whose own CMake compiles its CUDA sources as HIP (llama.cpp's ``ggml-hip``:
 ``enable_language(HIP)``, ``file(GLOB ... "../ggml-cuda/*.cu")``,
-``set_source_files_properties(... PROPERTIES LANGUAGE HIP)``) already ports them: what
+``set_source_files_properties(... PROPERTIES LANGUAGE HIP)``; or, before CMake learnt HIP,
+``find_package(hip)`` with ``set_source_files_properties(ggml-cuda.cu PROPERTIES LANGUAGE
+CXX)`` and ``hip::device``, the shape llama.cpp had in 2023 and every project vendoring it
+kept) already ports them: what
 looks CUDA-only in them is under a HIP-excluding ``#if``, mapped by the project's own
 vendor header, or deliberate. Those sources, the project headers they include, and the
 CMake files that build the same sources for another vendor (the CUDA backend's own
@@ -43,6 +46,10 @@ from portscan.headers import cuda_headers
 #: a CMake file that compiles for HIP
 _HIP_BUILD = re.compile(r"(?i)\benable_language\s*\(\s*HIP\b|\bLANGUAGES?\b[^)\n]*\bHIP\b"
                         r"|\bhip_add_(?:library|executable)\b")
+#: a CMake file that finds HIP's own package (``find_package(hip)``, ``hip::device``)
+_HIP_PACKAGE = re.compile(r"(?i)\bfind_package\s*\(\s*hip\b|\bhip::(?:device|host)\b")
+#: ``set_source_files_properties(<sources> PROPERTIES LANGUAGE CXX|HIP)``: the sources it names
+_AS_HIP = re.compile(r"(?i)\bset_source_files_properties\s*\(([^)]*?)\bPROPERTIES\b[^)]*?\bLANGUAGE\s+(?:CXX|HIP)\b")
 #: a source path or glob pattern naming CUDA sources in a CMake file
 _CUDA_PATH = re.compile(r"""["']?([\w./${}*\-]+\.cuh?)["']?(?=[\s)])""")
 #: ``file(GLOB_RECURSE ...)``: its patterns match in subdirectories too
@@ -62,16 +69,39 @@ def hip_built(files: Sequence[SourcePath], read: Callable[[Path], str | None], r
     that build the same sources; ``read`` gives a file's text (None: unreadable)."""
     cmake = [(f, content) for f in files if f.kind == "cmake" and (content := read(f.path))]
     hip = [(f, content) for f, content in cmake if _HIP_BUILD.search(content)]
-    if not hip:
-        return frozenset()
     top = root.resolve()
     sources = {p for f, content in hip for p in _cuda_sources(f.path, content) if p.is_relative_to(top)}
+    sources |= {p for f, content in cmake if (f, content) not in hip
+                for p in _compiled_as_hip(f.path, content) if p.is_relative_to(top)}
     if not sources:
         return frozenset()
     built = sources | cuda_headers(sorted(sources), read)
     arms = {f.path.resolve() for f, content in cmake if (f, content) not in hip
             and (mine := set(_cuda_sources(f.path, content))) and mine <= built}
     return frozenset(p.relative_to(top).as_posix() for p in built | arms if p.is_relative_to(top))
+
+
+def _compiled_as_hip(cmake_file: Path, content: str) -> Iterator[Path]:
+    """The ``.cu`` files a CMake file that finds HIP's package hands to the HIP compiler by
+    making them C++ sources (``set_source_files_properties(ggml-cuda.cu PROPERTIES LANGUAGE
+    CXX)`` beside ``find_package(hip)``: hip-clang compiles them); only those, as such a file
+    usually builds the CUDA arm too, with sources of its own."""
+    if _HIP_PACKAGE.search(content):
+        code = _strip_comments(content)
+        for match in _AS_HIP.finditer(code):
+            named = _VARIABLE.sub(lambda m: _values(m.group(1), code), match.group(1))
+            yield from _cuda_sources(cmake_file, named + " ")
+
+
+#: a variable read (``${GGML_SOURCES_ROCM}``)
+_VARIABLE = re.compile(r"\$\{(\w+)\}")
+
+
+def _values(name: str, code: str) -> str:
+    """What a CMake file puts in a list variable (``file(GLOB NAME ...)``, ``set(NAME ...)``,
+    ``list(APPEND NAME ...)``), as the argument text, for the source paths in it."""
+    where = re.compile(rf"(?i)\b(?:file\s*\(\s*GLOB(?:_RECURSE)?|set\s*\(|list\s*\(\s*APPEND)\s+{name}\b([^)]*)")
+    return " ".join(m.group(1) for m in where.finditer(code)) + " "
 
 
 def _cuda_sources(cmake_file: Path, content: str) -> Iterator[Path]:

@@ -1,7 +1,8 @@
 """CUDA/C++ kernel sources: regex rules over code with comments and string literals
 blanked out, and CUDA API identifiers that PyTorch's hipify table does not map.
 Findings inside ``#if``/``#ifdef`` groups that test the HIP/ROCm platform carry the
-``vendor-branch`` guard, as in Python; those in a branch compiled only with NVTX carry
+``vendor-branch`` guard, as in Python, and so do uses of a macro such a group defines (the
+file's own HIP shim); those in a branch compiled only with NVTX carry
 ``fallback-equivalent``.
 
 The hipify table is data generated from PyTorch's own mappings (``portscan.match.hipify``),
@@ -157,9 +158,26 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, 
     if not matches:
         return []  # no directive to read: most headers that mention CUDA match nothing
     regions = guard_regions(code)
+    shim = shimmed(code, regions)
     return [Match(m.rule, m.start, m.end, m.variables,
-                  _strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]))
+                  _strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]
+                             + ([VENDOR_BRANCH] if shim and not shim.isdisjoint(_WORD.findall(code, m.start, m.end))
+                                else [])))
             for m in matches]
+
+
+#: ``#define NAME``: the macro a directive defines
+_DEFINE = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)")
+_WORD = re.compile(r"\b\w+\b")
+
+
+def shimmed(code: str, regions: Sequence[tuple[int, int, str]]) -> frozenset[str]:
+    """The names a HIP/ROCm ``#if`` group of the file defines as macros: the file's own HIP
+    shim (ggml's ``#define __shfl_xor_sync(mask, var, laneMask, width) __shfl_xor(var,
+    laneMask, width)`` and ``#define __CUDA_ARCH__ 1300`` under ``#if defined(GGML_USE_HIPBLAS)``),
+    so a use of one anywhere in the file is what the shim turns it into on ROCm."""
+    vendor = [(a, b) for a, b, guard in regions if guard == VENDOR_BRANCH]
+    return frozenset(m.group(1) for a, b in vendor for m in _DEFINE.finditer(code, a, b))
 
 
 def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | None,
