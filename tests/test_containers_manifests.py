@@ -264,3 +264,25 @@ def test_setup_cfg_extras_named_for_nvidia_builds_are_vendor_branches() -> None:
     found = [(f.span.line, f.rule, f.severity.value, f.guard)
              for f in scan_source(text, "setup.cfg", load_rules())]
     assert found == [(5, "PS806", "info", "vendor-branch"), (6, "PS806", "error", None)]
+
+
+def test_setup_py_extras_named_for_nvidia_builds_are_vendor_branches() -> None:
+    """And for ``setup(extras_require=...)``, a dict literal or one filled key by key
+    (ctransformers' ``"cuda"`` extra holds the NVIDIA runtime wheels of its prebuilt CUDA
+    binary; a ROCm user builds from source and never installs it)."""
+    text = textwrap.dedent('''\
+        from setuptools import setup
+
+        extras = {
+            "cuda": ["cupy-cuda12x>=11.5.0"],
+            "tests": ["cupy-cuda12x>=11.5.0"],
+        }
+        extras["cu121"] = ["cupy-cuda12x>=11.5.0"]
+        extras["gpu"] = ["cupy-cuda12x>=11.5.0"]
+        setup(name="demo", install_requires=["cupy-cuda12x>=11.5.0"], extras_require=extras)
+        ''')
+    found = [(f.span.line, f.rule, f.severity.value, f.guard)
+             for f in scan_source(text, "setup.py", load_rules())]
+    assert found == [(4, "PS806", "info", "vendor-branch"), (5, "PS806", "error", None),
+                     (7, "PS806", "info", "vendor-branch"), (8, "PS806", "error", None),
+                     (9, "PS806", "error", None)]

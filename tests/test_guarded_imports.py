@@ -437,3 +437,18 @@ def test_an_unguarded_cuda_only_import_lists_its_uses(rules) -> None:
     found = {(f.span.line, f.rule): [u[0] for u in f.uses] for f in _scan(source, rules)
              if f.rule in ("PS602", "PS712")}
     assert found == {(2, "PS602"): [11, 11], (3, "PS602"): [7, 8], (4, "PS712"): [13, 15]}
+
+
+def test_a_read_of_the_modules_metadata_is_no_use(rules) -> None:
+    """``trt.__version__`` works wherever ``import tensorrt`` did (ultralytics checks it
+    before building an engine): only ``trt.Builder`` is a use of the library."""
+    source = """
+    import tensorrt as trt
+
+    def export(onnx):
+        check_version(trt.__version__, ">=7.0.0")
+        major = int(trt.__version__.split(".")[0])
+        builder = trt.Builder(trt.Logger())
+    """
+    found = {(f.span.line, f.rule): [u[0] for u in f.uses] for f in _scan(source, rules) if f.rule == "PS101"}
+    assert found == {(2, "PS101"): [7, 7]}

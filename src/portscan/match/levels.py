@@ -22,6 +22,10 @@ VENDOR_CALL = re.compile(r"^_?is_cuda$")
 VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanced micro devices)\b"
                           r"|^(cuda|tensorrt)executionprovider$")
 
+#: an extra or dependency group named for NVIDIA builds: ``cu118-torch211``, ``cu121onlytorch211``,
+#: ``cuda12``, ``nvidia`` (not ``nocuda``); its requirements are what an AMD user does not install
+NVIDIA_EXTRA = re.compile(r"(?i)cu1\d{1,2}|(?<![a-z])(?:cuda|nvidia)")
+
 TYPE_CHECKING = "type-checking"
 VENDOR_BRANCH = "vendor-branch"
 VENDORED = "vendored"

@@ -17,7 +17,7 @@ import yaml
 
 from portscan.match import Match
 from portscan.match.common import INDEX_OPTION, index_matches, requirement_matches
-from portscan.match.levels import VENDOR_BRANCH
+from portscan.match.levels import NVIDIA_EXTRA, VENDOR_BRANCH
 from portscan.match.yamlfiles import compose_yaml, mapping_get, scalar_items, sequence_items
 from portscan.ruleset.schema import Rule
 
@@ -26,9 +26,6 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-#: an extra or dependency group named for NVIDIA builds: ``cu118-torch211``, ``cu121onlytorch211``,
-#: ``cuda12``, ``nvidia`` (not ``nocuda``)
-NVIDIA_EXTRA = re.compile(r"(?i)cu1\d{1,2}|(?<![a-z])(?:cuda|nvidia)")
 _INCLUDE_OPTION = re.compile(r"^(?:-r|--requirement|-c|--constraint)(?:\s+|=)(\S+)")
 
 # ------------------------------------------------------------------ requirements files

@@ -32,6 +32,7 @@ import libcst as cst
 
 from portscan.match import Match
 from portscan.match.fixsites import Parents, decline_reasons, site_tiers
+from portscan.match.levels import NVIDIA_EXTRA
 from portscan.match.guards import (
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -1216,23 +1217,28 @@ class _Resolver:
                 if section is not None and keyword != "extras_require":
                     values = [arg.value]
                 elif keyword == "extras_require":
-                    values = list(self._extras_lists(arg.value, scope))
+                    for key, value in self._extras_lists(arg.value, scope):
+                        values.append(value)
+                        if key is not None and NVIDIA_EXTRA.search(key):  # `"cuda": [...]`: not for AMD users
+                            self.c.regions.append(Region(value, VENDOR_BRANCH))
                 for value in values:
                     for node in self._string_items(value, scope):
                         yield node, string_text(node) or "", section or "install"
 
-    def _extras_lists(self, expr: cst.BaseExpression, scope: Scope) -> Iterator[cst.BaseExpression]:
-        """The lists an ``extras_require`` value maps extras to: a dict literal's values,
-        or a name bound to one and filled item by item (``extra_deps = {}``,
-        ``extra_deps["gpu"] = ["flash-attn==2.6.3"]``, as llm-foundry and composer do)."""
+    def _extras_lists(self, expr: cst.BaseExpression, scope: Scope
+                      ) -> Iterator[tuple[str | None, cst.BaseExpression]]:
+        """(extra name where it is a literal, list) of what an ``extras_require`` value maps
+        extras to: a dict literal's values, or a name bound to one and filled item by item
+        (``extra_deps = {}``, ``extra_deps["gpu"] = ["flash-attn==2.6.3"]``, as llm-foundry
+        and composer do)."""
         if isinstance(expr, cst.Dict):
-            yield from (e.value for e in expr.elements if isinstance(e, cst.DictElement))
+            yield from ((string_text(e.key), e.value) for e in expr.elements if isinstance(e, cst.DictElement))
         elif isinstance(expr, cst.Name):
             owner = scope.lookup(expr.value)
             for (value, unpack), _ in _values(scope, expr.value):
                 if unpack is None and isinstance(value, cst.Dict):
                     yield from self._extras_lists(value, scope)
-            yield from (value for chain, _, value in self.c.item_assigns
+            yield from ((string_text(key), value) for chain, key, value in self.c.item_assigns
                         if chain.parts == [expr.value] and owner is not None
                         and chain.scope.lookup(expr.value) is owner)
 
@@ -2592,8 +2598,8 @@ def _use_candidates(collector: _Collector
                 found.append((rule, statement, chain.nodes[-1],
                               {"local": chain.parts[0], "module": ".".join([source, *chain.parts])}))
             continue
-        if chain.parts[0] not in wanted:
-            continue
+        if chain.parts[0] not in wanted or (len(chain.parts) > 1 and chain.parts[1] in _METADATA):
+            continue  # `trt.__version__` works wherever the import did: no use of the library
         owner = chain.scope.lookup(chain.parts[0])
         for rule, statement, scope in wanted[chain.parts[0]]:
             # `pynvml.nvmlInit()`, and `nvmlInit()` after `from pynvml import nvmlInit`
