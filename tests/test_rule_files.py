@@ -106,6 +106,11 @@ def match_as(pattern: str):
      "match.args[0].text", "only `text = true`"),
     (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "paths"\ntext = true\nregex = "a"'),
      "match.args[0]", "give exactly one of"),
+    (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "gpu"\ncalls = ["torch.cuda.is_available"]'
+              '\ncontains = ["a"]'),
+     "match.args[0]", "give exactly one of"),
+    (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "gpu"\ncalls = ["torch..cuda"]'),
+     "match.args[0].calls", "not a dotted name"),
     (match_as('kind = "name"\nnames = ["demo.thing"]\nfirst_party = 1'),
      "match.first_party", "expected true or false"),
     (lambda t: t.replace('[[good]]\nsource = "x = 1"', '[[good]]\nsource = "x = 1"\nfirst_party = ["a.b"]'),

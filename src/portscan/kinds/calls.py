@@ -11,11 +11,14 @@ from portscan.bounded import Regex
 from portscan.kinds.common import ONE_LINE, PYTHON, WORDISH, code_list, name_matches
 from portscan.kinds.strings import tested_strings
 from portscan.kinds.sites import ArgumentSite
+from portscan.parse import lazy_libcst
 from portscan.ruleset.prefilter import Token, qualified_sets, regex_fragments
 from portscan.ruleset.table import Literal, PatternError, TableReader, literal_in
 
 if TYPE_CHECKING:
     import libcst as cst
+else:
+    cst = lazy_libcst()
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,10 +36,15 @@ class ArgCondition:
     #: the argument is one text (a string, a path built from strings, a local bound to
     #: one) where a list of texts is meant; such a match is reported at the argument
     text: bool | None = None
+    #: or (beside ``equals``) a call of one of these (``gpu=torch.cuda.is_available()``),
+    #: directly or through a local every assignment of which is one
+    calls: tuple[str, ...] = ()
 
     def needed_tokens(self) -> tuple[Token, ...]:
         """Tokens one of which a matching argument puts in the file (empty: unknown)."""
         values = self.equals + self.contains
+        if self.calls:
+            return ()  # the call's name may come through an import alias
         if values:
             words = tuple(v for v in values if isinstance(v, str) and WORDISH.match(v))
             return words if len(words) == len(values) else ()
@@ -64,12 +72,12 @@ class ArgCondition:
         if text is False:
             raise PatternError(r.key("text"), "only `text = true` is a condition")
         condition = cls(keyword, position, r.literals("equals"), r.literals("contains"), present,
-                        r.regex("regex"), r.regex("path_regex"), text)
-        given = sum((bool(condition.equals), bool(condition.contains), present is not None,
+                        r.regex("regex"), r.regex("path_regex"), text, r.dotted("calls", required=False))
+        given = sum((bool(condition.equals or condition.calls), bool(condition.contains), present is not None,
                      condition.regex is not None, condition.path_regex is not None, text is not None))
         if given != 1:
-            raise PatternError(r.where, "give exactly one of `equals`, `contains`, `present`, `regex`, "
-                                        "`path_regex`, `text`")
+            raise PatternError(r.where, "give exactly one of `equals` (with or without `calls`), `calls`, "
+                                        "`contains`, `present`, `regex`, `path_regex`, `text`")
         return condition
 
 
@@ -139,8 +147,13 @@ class CallPattern:
         for c in self.args:
             where = " or ".join(filter(None, [f"keyword `{c.keyword}`" if c.keyword else "",
                                               f"position {c.position}" if c.position is not None else ""]))
+            calls = (f"a call of {code_list(c.calls)} (directly or through a local every assignment "
+                     "of which is one)") if c.calls else ""
             if c.equals:
-                conditions.append(f"the argument at {where} is one of {code_list(map(repr, c.equals))}")
+                conditions.append(f"the argument at {where} is one of {code_list(map(repr, c.equals))}"
+                                  + (f" or {calls}" if calls else ""))
+            elif calls:
+                conditions.append(f"the argument at {where} is {calls}")
             elif c.contains:
                 conditions.append(f"the argument at {where} lists {code_list(map(repr, c.contains))}")
             elif c.regex is not None:
@@ -181,6 +194,13 @@ class CallPattern:
 
 
 def _meets(condition: ArgCondition, call: cst.Call, scope: Any, surface: PythonSurface) -> bool:
+    if condition.calls:
+        argument = surface.argument(call, condition.position, condition.keyword)
+        if argument is not None and any(name_matches(n, c) for n in _called(argument, scope, surface)
+                                        for c in condition.calls):
+            return True
+        if not condition.equals:
+            return False
     if condition.text:
         argument = surface.argument(call, condition.position, condition.keyword)
         return argument is not None and surface.is_text(argument, scope)
@@ -190,3 +210,16 @@ def _meets(condition: ArgCondition, call: cst.Call, scope: Any, surface: PythonS
                                             for part in surface.path_ends(argument, scope))
     return condition.accepts(surface.argument_site(call, condition.position, condition.keyword),
                              surface.passes_kwargs(call))
+
+
+def _called(expr: cst.BaseExpression, scope: Any, surface: PythonSurface) -> list[str]:
+    """The qualified names of the call ``expr`` is, or of the calls a local name is bound
+    to where every assignment of it is one (``use_gpu = torch.cuda.is_available()``)."""
+    if isinstance(expr, cst.Call):
+        return surface.callee_names(expr, scope)
+    if isinstance(expr, cst.Name):
+        values = surface.assigned(expr.value, scope)
+        calls = [(value, owner) for value, owner in values if isinstance(value, cst.Call)]
+        if calls and len(calls) == len(values):
+            return [n for value, owner in calls for n in surface.callee_names(value, owner)]
+    return []
