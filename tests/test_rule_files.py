@@ -106,8 +106,8 @@ def match_as(pattern: str):
      "match.args[0].text", "only `text = true`"),
     (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "paths"\ntext = true\nregex = "a"'),
      "match.args[0]", "give exactly one of"),
-    (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "gpu"\ncalls = ["torch.cuda.is_available"]'
-              '\ncontains = ["a"]'),
+    (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "gpu"'
+              '\ncalls = ["torch.cuda.is_available"]\ncontains = ["a"]'),
      "match.args[0]", "give exactly one of"),
     (match_as('kind = "call"\ncallees = ["demo.f"]\n[[match.args]]\nkeyword = "gpu"\ncalls = ["torch..cuda"]'),
      "match.args[0].calls", "not a dotted name"),
