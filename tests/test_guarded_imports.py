@@ -452,3 +452,23 @@ def test_a_read_of_the_modules_metadata_is_no_use(rules) -> None:
     """
     found = {(f.span.line, f.rule): [u[0] for u in f.uses] for f in _scan(source, rules) if f.rule == "PS101"}
     assert found == {(2, "PS101"): [7, 7]}
+
+
+def test_an_exception_type_a_handler_catches_is_no_use(rules) -> None:
+    """``except pynvml.NVMLError:`` is where a failure on ROCm is caught, not a failure."""
+    source = """
+    import pynvml
+    from pynvml import NVMLError
+
+    def used_memory():
+        try:
+            pynvml.nvmlInit()
+        except (OSError, pynvml.NVMLError):
+            return 0
+        try:
+            return pynvml.nvmlDeviceGetMemoryInfo(pynvml.nvmlDeviceGetHandleByIndex(0)).used
+        except NVMLError:
+            return 0
+    """
+    found = {(f.span.line, f.rule): [u[0] for u in f.uses] for f in _scan(source, rules) if f.rule == "PS602"}
+    assert found == {(2, "PS602"): [7, 11, 11], (3, "PS602"): []}

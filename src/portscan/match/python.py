@@ -368,6 +368,8 @@ class _Collector(Walker):
         #: the ids of the types a value is tested against (``isinstance(m, te.Linear)``,
         #: each item of ``issubclass(c, (a.X, b.Y))``)
         self.type_operands: set[int] = set()
+        #: the ids of the exception types a handler catches (``except pynvml.NVMLError:``)
+        self.handled_types: set[int] = set()
         #: the tests of conditions that only choose numbers (see syntax.picks_numbers)
         self.number_choices: list[cst.BaseExpression] = []
         #: the body of each ``if`` that asks whether a package is there, with the availability
@@ -665,6 +667,9 @@ class _Collector(Walker):
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
         self._visit(node.type)
+        if node.type is not None:
+            self.handled_types.update(id(t) for t in (
+                [e.value for e in node.type.elements] if isinstance(node.type, cst.Tuple) else [node.type]))
         if node.name is not None:
             self._bind_target(node.name.name, None)
         self._visit(node.body)
@@ -2598,8 +2603,9 @@ def _use_candidates(collector: _Collector
                 found.append((rule, statement, chain.nodes[-1],
                               {"local": chain.parts[0], "module": ".".join([source, *chain.parts])}))
             continue
-        if chain.parts[0] not in wanted or (len(chain.parts) > 1 and chain.parts[1] in _METADATA):
-            continue  # `trt.__version__` works wherever the import did: no use of the library
+        if chain.parts[0] not in wanted or (len(chain.parts) > 1 and chain.parts[1] in _METADATA) \
+                or id(chain.nodes[-1]) in collector.handled_types:
+            continue  # `trt.__version__` works wherever the import did; `except NVMLError:` copes
         owner = chain.scope.lookup(chain.parts[0])
         for rule, statement, scope in wanted[chain.parts[0]]:
             # `pynvml.nvmlInit()`, and `nvmlInit()` after `from pynvml import nvmlInit`
