@@ -339,3 +339,39 @@ def test_a_name_the_files_own_hip_shim_defines_is_handled_there(rules) -> None:
     unshimmed = GGML_SHIM.replace(shuffle, "")
     found = {(f.rule, f.span.line): f.severity.value for f in scan_source(unshimmed, "ggml-cuda.cu", rules)}
     assert found[("PS912", 12)] == "error"  # a shim that maps other names leaves this one loud
+
+
+TOOLKIT_GATES = """\
+#if (__CUDACC_VER_MAJOR__ >= 11)
+#if (!defined(__CUDA_ARCH__) || (__CUDA_ARCH__ >= 800))
+#define KERNELS_CP_ASYNC_ENABLED
+#endif
+#endif
+
+__device__ __forceinline__ void commit_group() {
+#ifdef KERNELS_CP_ASYNC_ENABLED
+  asm volatile("cp.async.commit_group;\\n" ::);
+#endif
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+"""
+
+
+def test_a_branch_only_nvidias_toolkit_compiles_is_vendor_branch(rules) -> None:
+    """hipcc defines no ``__CUDACC_VER_MAJOR__``, so a macro defined only under such a test
+    is never defined there and the PTX it enables is never compiled (CUTLASS-style gates,
+    flashinfer's ``cp_async.cuh``); the gate is reported (PS922), unguarded PTX is not."""
+    found = {(f.rule, f.span.line): (f.severity.value, f.guard) for f in scan_source(TOOLKIT_GATES, "k.cuh", rules)}
+    assert found[("PS914", 9)] == ("info", "vendor-branch")
+    assert found[("PS914", 15)] == ("error", None)
+    assert found[("PS922", 1)][0] != "info"
+    # a macro defined outside the gate too is no toolkit-only macro
+    also = TOOLKIT_GATES.replace("__device__ __forceinline__ void commit_group", "#define KERNELS_CP_ASYNC_ENABLED\n"
+                                 "__device__ __forceinline__ void commit_group")
+    found = {(f.rule, f.span.line): f.severity.value for f in scan_source(also, "k.cuh", rules)}
+    assert found[("PS914", 10)] == "error"

@@ -65,6 +65,11 @@ def strip_code(text: str) -> str:
     return _LEXEME.sub(blank, text)
 
 
+#: ``#define NAME``: the macro a directive defines
+_DEFINE = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)")
+_WORD = re.compile(r"\b\w+\b")
+
+
 @dataclass(slots=True)
 class _Group:
     """An open ``#if`` group while the directives are read."""
@@ -73,6 +78,31 @@ class _Group:
     vendor: bool  #: a condition of it names the HIP/ROCm platform
     branch: int  #: where the branch being read starts
     nvtx: bool  #: that branch is compiled only with NVTX
+    toolkit: bool = False  #: that branch is compiled only by NVIDIA's toolkit
+
+
+#: macros only NVIDIA's compiler and runtime headers define; hipcc and hipify leave them
+#: undefined (``CUDA_VERSION`` is not here: hipify turns it into ``TORCH_HIP_VERSION``)
+_TOOLKIT_MACRO = re.compile(r"\b(?:__CUDACC_VER_(?:MAJOR|MINOR|BUILD)__|CUDART_VERSION)\b")
+_AT_LEAST = re.compile(r">=?|==")
+_MAY_HOLD_WITHOUT = re.compile(r"\|\||<|!")
+_DEFINED = re.compile(r"^\s*\(?\s*(?:defined\s*\(?\s*)?(\w+)")
+
+
+def _needs_toolkit(word: str, condition: str, toolkit_macros: frozenset[str]) -> bool:
+    """Is the branch this directive opens compiled only by NVIDIA's toolkit: a version test
+    that is false where the macro is undefined (``#if __CUDACC_VER_MAJOR__ >= 11``,
+    ``#ifdef CUDART_VERSION``), or a test of a macro only such branches define (``#ifdef
+    FLASHINFER_CP_ASYNC_ENABLED``)? Not with ``||``, ``!`` or ``<``, which may hold there."""
+    if word == "ifdef":
+        name = condition.strip()
+        return bool(_TOOLKIT_MACRO.fullmatch(name)) or name in toolkit_macros
+    if word not in ("if", "elif") or _MAY_HOLD_WITHOUT.search(condition):
+        return False
+    if _TOOLKIT_MACRO.search(condition) and _AT_LEAST.search(condition):
+        return True
+    tested = _DEFINED.match(condition)
+    return tested is not None and tested.group(1) in toolkit_macros and "defined" in condition
 
 
 def _names_nvtx(word: str, condition: str) -> bool:
@@ -84,6 +114,24 @@ def _names_nvtx(word: str, condition: str) -> bool:
 
 
 def guard_regions(code: str) -> list[tuple[int, int, str]]:
+    """See :func:`_guard_regions`; macros defined only where NVIDIA's toolkit compiles are
+    found first (a first read), since a branch that tests one is compiled only there too."""
+    regions = _guard_regions(code, frozenset())
+    toolkit = [(a, b) for a, b, guard in regions if guard == _TOOLKIT]
+    if toolkit:
+        inside: set[str] = set()
+        outside: set[str] = set()
+        for match in _DEFINE.finditer(code):
+            (inside if any(a <= match.start() < b for a, b in toolkit) else outside).add(match.group(1))
+        regions = _guard_regions(code, frozenset(inside - outside))
+    return [(a, b, VENDOR_BRANCH if guard == _TOOLKIT else guard) for a, b, guard in regions]
+
+
+#: a branch only NVIDIA's toolkit compiles, while the regions are read (reported as vendor-branch)
+_TOOLKIT = "toolkit"
+
+
+def _guard_regions(code: str, toolkit_macros: frozenset[str]) -> list[tuple[int, int, str]]:
     """Offsets of the preprocessor regions that carry a guard, with that guard:
 
     - ``vendor-branch``: an ``#if``/``#ifdef`` group whose condition names the HIP/ROCm
@@ -93,6 +141,10 @@ def guard_regions(code: str) -> list[tuple[int, int, str]]:
       USE_NVTX``, ``#if HAVE_NVTX``): NVTX ranges are profiling annotations, so the build
       without them computes the same (the C++ form of a handler that substitutes an
       equivalent).
+    - a branch compiled only by NVIDIA's toolkit (``#if __CUDACC_VER_MAJOR__ >= 11``,
+      ``#ifdef CUDART_VERSION``, or a test of a macro only such branches define, as
+      CUTLASS-style ``#define CP_ASYNC_ENABLED`` gates do), also ``vendor-branch``: hipcc
+      never compiles it; the gate itself is what PS922/PS932 report.
 
     A condition continued with backslashes is read whole (Eigen's ``#if (defined(EIGEN_CUDACC)
     ...) \\`` then ``|| defined(EIGEN_HIPCC)``)."""
@@ -102,19 +154,22 @@ def guard_regions(code: str) -> list[tuple[int, int, str]]:
         word, condition = directive.group("word"), directive.group("condition")
         if word in ("if", "ifdef", "ifndef"):
             stack.append(_Group(directive.start(), bool(_VENDOR_MACRO.search(condition)), directive.end(),
-                                _names_nvtx(word, condition)))
+                                _names_nvtx(word, condition), _needs_toolkit(word, condition, toolkit_macros)))
             continue
         if not stack:
             continue
         group = stack[-1]
         if group.nvtx:
             regions.append((group.branch, directive.start(), FALLBACK_EQUIVALENT))
+        if group.toolkit:
+            regions.append((group.branch, directive.start(), _TOOLKIT))
         group.branch = directive.end()
         if word == "elif":
             group.vendor = group.vendor or bool(_VENDOR_MACRO.search(condition))
             group.nvtx = _names_nvtx(word, condition)
+            group.toolkit = _needs_toolkit(word, condition, toolkit_macros)
         elif word == "else":
-            group.nvtx = False
+            group.nvtx = group.toolkit = False
         else:  # endif
             stack.pop()
             if group.vendor:
@@ -165,10 +220,6 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, 
                                 else [])))
             for m in matches]
 
-
-#: ``#define NAME``: the macro a directive defines
-_DEFINE = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)")
-_WORD = re.compile(r"\b\w+\b")
 
 
 def shimmed(code: str, regions: Sequence[tuple[int, int, str]]) -> frozenset[str]:
