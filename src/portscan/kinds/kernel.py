@@ -31,6 +31,10 @@ class KernelPattern:
     #: this is no match (``cudaFuncSetAttribute(k, ...MaxDynamicSharedMemorySize, shared)``
     #: after ``int shared = 16 * (256 * 8 + 32 * 9);`` asks for what every AMD GPU has)
     fits_in: int = 0
+    #: a match that ends at a name (``cudaFuncSetAttribute(kernel, ...``) declared or last
+    #: assigned as a ``void*`` earlier in the file (``auto kernel = (void*)k<T>;``, a ``const
+    #: void* func`` parameter) is no match
+    unless_void_pointer: bool = False
     #: literal text one piece of which every match contains: a file without any is skipped
     needles: tuple[Needle, ...] = field(default=(), compare=False)
 
@@ -43,7 +47,7 @@ class KernelPattern:
         if isinstance(fits_in, bool) or not isinstance(fits_in, int) or fits_in < 0:
             raise PatternError(r.key("fits_in"), "expected a number of bytes (an integer >= 0)")
         return cls(regex=regex, device_only=r.flag("device_only"), fits_in=fits_in,
-                   needles=needles(regex.pattern, regex.flags))
+                   unless_void_pointer=r.flag("unless_void_pointer"), needles=needles(regex.pattern, regex.flags))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()
@@ -54,8 +58,11 @@ class KernelPattern:
                  else "`.cu`/`.cuh` files and the C++ sources CUDA extensions build")
         fits = (f" A match followed by an argument that is a constant of at most {self.fits_in:,} bytes (a literal "
                 "expression, or a name assigned one earlier in the file) is not reported." if self.fits_in else "")
+        void = (" A match that ends at a name declared or last assigned as a `void*` earlier in the file "
+                "(`auto kernel = (void*)k<T>;`, a `const void* func` parameter) is not reported."
+                if self.unless_void_pointer else "")
         return (f"Kernel source text matching `{self.regex.pattern}` in {where}, with comments and strings "
-                f"ignored.{fits}")
+                f"ignored.{fits}{void}")
 
     def match_kernel(self, source: KernelSource) -> Iterator[Span]:
         if (self.device_only and not source.device) or not present(self.needles, source.code, source.lowered):
@@ -65,7 +72,28 @@ class KernelPattern:
                 size = constant_argument(source.code, match.end())
                 if size is not None and size <= self.fits_in:
                     continue
+            if self.unless_void_pointer and void_pointer_at(source.code, match.end() - 1, match.start()):
+                continue
             yield match.start(), match.end()
+
+
+#: a plain name, not a call, a template, a qualified name or a member
+_NAME = re.compile(r"[A-Za-z_]\w*\b(?!\s*(?:\(|<|::|\.|->|\[))")
+#: a cast to ``void*`` (``(void*)k<T>``, ``(const void *)k``, ``reinterpret_cast<void*>(k)``)
+_VOID_CAST = re.compile(r"\s*(?:\(\s*(?:const\s+)?void\s*(?:const\s*)?\*\s*\)"
+                        r"|reinterpret_cast\s*<\s*(?:const\s+)?void\s*\*)")
+
+
+def void_pointer_at(code: str, at: int, before: int) -> bool:
+    """Is the plain name at ``at`` (not a call, template or member) declared or last
+    assigned as a ``void*`` in ``code[:before]``?"""
+    name = _NAME.match(code, at)
+    if name is None:
+        return False
+    assigned = _last_assignment(name.group(), code[:before])
+    if assigned is not None:
+        return _VOID_CAST.match(assigned[1]) is not None
+    return re.search(rf"\bvoid\s*\*\s*(?:const\s+)?{re.escape(name.group())}\b", code[:before]) is not None
 
 
 #: C integer suffixes (``1024u``, ``48UL``)
