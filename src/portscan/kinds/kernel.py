@@ -90,10 +90,11 @@ def void_pointer_at(code: str, at: int, before: int) -> bool:
     name = _NAME.match(code, at)
     if name is None:
         return False
-    assigned = _last_assignment(name.group(), code[:before])
+    earlier = code[:before]
+    assigned = _last_assignment(name.group(), earlier)
     if assigned is not None:
         return _VOID_CAST.match(assigned[1]) is not None
-    return re.search(rf"\bvoid\s*\*\s*(?:const\s+)?{re.escape(name.group())}\b", code[:before]) is not None
+    return re.search(rf"\bvoid\s*\*\s*(?:const\s+)?{re.escape(name.group())}\b", earlier) is not None
 
 
 #: C integer suffixes (``1024u``, ``48UL``)

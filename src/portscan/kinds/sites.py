@@ -12,7 +12,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
+#: ``#define NAME``: the macro a directive defines
+DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.MULTILINE)
 
 Span = tuple[int, int]  #: character offsets ``start, end`` in the file's text
 
@@ -33,7 +34,7 @@ class KernelSource:
 
     def defined_macros(self) -> set[str]:
         """Names the file ``#define``s itself (not CUDA API even when they look it)."""
-        return set(_DEFINE.findall(self.code))
+        return set(DEFINE.findall(self.code))
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ from typing import cast
 
 from portscan.match import Match
 from portscan.match.levels import FALLBACK_EQUIVALENT, GUARD_ORDER, VENDOR_BRANCH
-from portscan.kinds.sites import KernelKind, KernelSource
+from portscan.kinds.sites import DEFINE, KernelKind, KernelSource
 from portscan.ruleset.schema import Rule
 
 #: a preprocessor directive and its condition, with the lines a backslash continues it on
@@ -65,8 +65,6 @@ def strip_code(text: str) -> str:
     return _LEXEME.sub(blank, text)
 
 
-#: ``#define NAME``: the macro a directive defines
-_DEFINE = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)")
 _WORD = re.compile(r"\b\w+\b")
 
 
@@ -121,7 +119,7 @@ def guard_regions(code: str) -> list[tuple[int, int, str]]:
     if toolkit:
         inside: set[str] = set()
         outside: set[str] = set()
-        for match in _DEFINE.finditer(code):
+        for match in DEFINE.finditer(code):
             (inside if any(a <= match.start() < b for a, b in toolkit) else outside).add(match.group(1))
         regions = _guard_regions(code, frozenset(inside - outside))
     return [(a, b, VENDOR_BRANCH if guard == _TOOLKIT else guard) for a, b, guard in regions]
@@ -221,14 +219,13 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, 
             for m in matches]
 
 
-
 def shimmed(code: str, regions: Sequence[tuple[int, int, str]]) -> frozenset[str]:
     """The names a HIP/ROCm ``#if`` group of the file defines as macros: the file's own HIP
     shim (ggml's ``#define __shfl_xor_sync(mask, var, laneMask, width) __shfl_xor(var,
     laneMask, width)`` and ``#define __CUDA_ARCH__ 1300`` under ``#if defined(GGML_USE_HIPBLAS)``),
     so a use of one anywhere in the file is what the shim turns it into on ROCm."""
     vendor = [(a, b) for a, b, guard in regions if guard == VENDOR_BRANCH]
-    return frozenset(m.group(1) for a, b in vendor for m in _DEFINE.finditer(code, a, b))
+    return frozenset(m.group(1) for a, b in vendor for m in DEFINE.finditer(code, a, b))
 
 
 def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | None,
