@@ -68,16 +68,17 @@ def hip_built(files: Sequence[SourcePath], read: Callable[[Path], str | None], r
     the project's CMake compiles, the headers they include, and the other CMake files
     that build the same sources; ``read`` gives a file's text (None: unreadable)."""
     cmake = [(f, content) for f in files if f.kind == "cmake" and (content := read(f.path))]
-    hip = [(f, content) for f, content in cmake if _HIP_BUILD.search(content)]
+    hip = {f.path for f, content in cmake if _HIP_BUILD.search(content)}
+    rest = [(f, content) for f, content in cmake if f.path not in hip]
     top = root.resolve()
-    sources = {p for f, content in hip for p in _cuda_sources(f.path, content) if p.is_relative_to(top)}
-    sources |= {p for f, content in cmake if (f, content) not in hip
-                for p in _compiled_as_hip(f.path, content) if p.is_relative_to(top)}
+    sources = {p for f, content in cmake if f.path in hip
+               for p in _cuda_sources(f.path, content) if p.is_relative_to(top)}
+    sources |= {p for f, content in rest for p in _compiled_as_hip(f.path, content) if p.is_relative_to(top)}
     if not sources:
         return frozenset()
     built = sources | cuda_headers(sorted(sources), read)
-    arms = {f.path.resolve() for f, content in cmake if (f, content) not in hip
-            and (mine := set(_cuda_sources(f.path, content))) and mine <= built}
+    arms = {f.path.resolve() for f, content in rest
+            if (mine := set(_cuda_sources(f.path, content))) and mine <= built}
     return frozenset(p.relative_to(top).as_posix() for p in built | arms if p.is_relative_to(top))
 
 

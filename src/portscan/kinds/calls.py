@@ -194,18 +194,16 @@ class CallPattern:
 
 
 def _meets(condition: ArgCondition, call: cst.Call, scope: Any, surface: PythonSurface) -> bool:
+    argument = surface.argument(call, condition.position, condition.keyword)
     if condition.calls:
-        argument = surface.argument(call, condition.position, condition.keyword)
         if argument is not None and any(name_matches(n, c) for n in _called(argument, scope, surface)
                                         for c in condition.calls):
             return True
         if not condition.equals:
             return False
     if condition.text:
-        argument = surface.argument(call, condition.position, condition.keyword)
         return argument is not None and surface.is_text(argument, scope)
     if condition.path_regex is not None:
-        argument = surface.argument(call, condition.position, condition.keyword)
         return argument is not None and any(condition.path_regex.search(part)
                                             for part in surface.path_ends(argument, scope))
     return condition.accepts(surface.argument_site(call, condition.position, condition.keyword),
