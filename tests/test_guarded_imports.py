@@ -108,6 +108,52 @@ def test_a_guarded_import_is_one_step_below_what_the_rule_means(rules, module: s
     assert (finding.rule, finding.severity.value, finding.guard) == (rule, severity, "fallback")
 
 
+@pytest.mark.parametrize(("otherwise", "severity", "guard"), [
+    ("from mmcv.ops import SparseConvTensor, SparseSequential", "info", "fallback-equivalent"),
+    ("from mmcv.ops import SparseConvTensor", "warning", "fallback"),  # SparseSequential is lost
+    ("SparseConvTensor = SparseSequential = None", "warning", "fallback"),
+    ("from .mine import SparseConvTensor, SparseSequential", "warning", "fallback"),  # not a listed equivalent
+])
+def test_an_availability_flag_whose_else_imports_an_equivalent(rules, otherwise: str, severity: str,
+                                                               guard: str) -> None:
+    """``if IS_SPCONV2_AVAILABLE: from spconv.pytorch import X else: from mmcv.ops import X``
+    (mmdet3d and the projects built on it): the ``else`` binds the names as a handler
+    would, so an equivalent there makes the import info, like ``except ImportError:``."""
+    source = f"""
+    from .layers import IS_SPCONV2_AVAILABLE
+    if IS_SPCONV2_AVAILABLE:
+        from spconv.pytorch import SparseConvTensor, SparseSequential
+    else:
+        {otherwise}
+    """
+    [finding] = [f for f in _scan(source, rules) if f.rule == "PS725"]
+    assert (finding.severity.value, finding.guard) == (severity, guard)
+
+
+@pytest.mark.parametrize(("test", "guard"), [
+    ("hasattr(spconv, '__version__') and spconv.__version__ >= '2.0.0'", "fallback-equivalent"),
+    ("spconv.__version__ >= '2.0.0'", "fallback-equivalent"),
+    ("hasattr(spconv, 'pytorch') and spconv.pytorch.SparseConvTensor", "fallback"),  # uses it
+])
+def test_hasattr_on_an_optional_import_only_probes_it(rules, test: str, guard: str) -> None:
+    """``try: import spconv / except ImportError: FLAG = False / else: if hasattr(spconv,
+    '__version__') and spconv.__version__ >= '2.0.0': ...``: asking for an attribute, like
+    reading the version, uses no feature of the module."""
+    source = f"""
+    try:
+        import spconv
+    except ImportError:
+        IS_SPCONV2_AVAILABLE = False
+    else:
+        if {test}:
+            IS_SPCONV2_AVAILABLE = True
+        else:
+            IS_SPCONV2_AVAILABLE = False
+    """
+    [finding] = [f for f in _scan(source, rules) if f.rule == "PS725"]
+    assert finding.guard == guard
+
+
 @pytest.mark.parametrize(("use", "severity", "guard"), [
     ("if te is not None and isinstance(module, te.LayerNormMLP):\n            return 1", "info", "fallback-equivalent"),
     ("if isinstance(module, (te.Linear, te.LayerNorm)):\n            return 1", "info", "fallback-equivalent"),

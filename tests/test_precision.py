@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from portscan.model import Severity
+from portscan.ruleset.schema import RuleFileError, parse_rule
 from portscan.scan import scan_source
 
 IDIOMS = Path(__file__).parent / "data" / "rocm_safe_idioms.py"
@@ -22,7 +25,7 @@ def test_the_idioms_file_exercises_the_guards(rules) -> None:
     findings = scan_source(IDIOMS.read_text(), "rocm_safe_idioms.py", rules)
     guards = {f.guard for f in findings}
     assert {"type-checking", "fallback-equivalent", "vendor-branch", "handled", "tuning", "message-only",
-            "no-consumer"} <= guards
+            "no-consumer", "format-defined"} <= guards
 
 
 FP8_CAST = '''
@@ -85,3 +88,43 @@ def test_unless_passed_as_takes_keyword_names_only() -> None:
 
     with pytest.raises(RuleFileError, match="match.unless_passed_as: 'not a name' is not a valid identifier"):
         inline_rule("XX001", {"kind": "string", "regex": "abc", "unless_passed_as": ["not a name"]})
+
+
+NVFP4 = """
+import torch
+import triton
+{header}
+    scales = (blocks.abs().amax(dim=1) / 6.0).to(torch.float8_e4m3fn)
+    FP8_MAX = 448.0
+    return scales, FP8_MAX
+"""
+
+
+@pytest.mark.parametrize(("header", "guard"), [
+    ("def scale_activations_nvfp4_triton(blocks):", "format-defined"),
+    ("class MXFP8Quantizer:\n  def scale(self, blocks):", "format-defined"),
+    ("def scale(blocks, dtype):\n  if dtype == DType.NVFP4:", "format-defined"),
+    ("def scale(blocks, fmt):\n  if fmt == 'nv_fp4':", "format-defined"),
+    ("def scale(blocks, dtype):\n  if dtype != DType.NVFP4:\n    pass\n  else:", None),  # `else`: not named
+    ("def scale_activations_fp8(blocks):", None),  # an FP8 type of its own choosing
+    ("def scale_mxfp4(blocks):", None),  # MXFP4 scales are E8M0: the E4M3 here is a choice
+])
+def test_code_named_for_a_format_that_defines_e4m3_keeps_it(rules, header: str, guard: str | None) -> None:
+    """PS503 and PS973's ``formats``: NVFP4's block scales and MXFP8's elements are OCP
+    E4M3 by definition, so code named for them (a def, a class, a branch testing the
+    format) writes the OCP type on purpose: info (gemlite's quantizers, judged false)."""
+    text = NVFP4.format(header=header)
+    found = {(f.rule, f.guard) for f in scan_source(text, "quant.py", rules) if f.rule in ("PS503", "PS973")}
+    assert found == {("PS503", guard), ("PS973", guard)}
+
+
+def test_formats_are_for_python_rules_and_lower_case_words() -> None:
+    base = {"code": "XX101", "name": "x", "category": "test", "severity": "warning", "confidence": "high",
+            "message": "m", "rocm": "r", "rewrite": "w", "references": ["https://example.org"],
+            "bad": [{"source": "x"}], "good": [{"source": "x"}]}
+    rule = parse_rule({**base, "match": {"kind": "name", "names": ["a.b"]}, "formats": ["nvfp4"]}, "t")
+    assert rule.formats == ("nvfp4",)
+    with pytest.raises(RuleFileError, match="only Python rules"):
+        parse_rule({**base, "match": {"kind": "kernel", "regex": "x"}, "formats": ["nvfp4"]}, "t")
+    with pytest.raises(RuleFileError, match="format name"):
+        parse_rule({**base, "match": {"kind": "name", "names": ["a.b"]}, "formats": ["NV_FP4"]}, "t")

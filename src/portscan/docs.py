@@ -201,6 +201,12 @@ def render_rule_page(rule: Rule, banner: bool = True) -> str:
         "",
         GUARDS_TEXT,
         "",
+        *([f"An import whose `except` handler, or the `else` of its availability `if`, binds each name to one of "
+           f"{code_list(rule.equivalents)} loses nothing: info (guard `fallback-equivalent`).", ""]
+          if rule.equivalents else []),
+        *([f"Inside a def or class named for {code_list(rule.formats)}, or a branch whose test names one, "
+           "the format defines the value: info (guard `format-defined`).", ""]
+          if rule.formats else []),
         *([f"Supersedes {code_list(rule.supersedes)} where both match the same place.", ""]
           if rule.supersedes else []),
         *([f"Reported as {rule.escalate.severity.value} where the same scan also reports "

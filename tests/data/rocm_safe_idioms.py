@@ -427,3 +427,24 @@ except ImportError:
     HAS_FLASH_ATTN = False
 if HAS_FLASH_ATTN:  # only where the probe imported it: a ROCm build on AMD GPUs
     from flash_attn import flash_attn_varlen_func  # noqa: F401
+
+
+try:  # mmdet3d's probe: only the version is asked for (hasattr, then __version__)
+    import spconv
+except ImportError:
+    IS_SPCONV2_AVAILABLE = False
+else:
+    IS_SPCONV2_AVAILABLE = hasattr(spconv, "__version__") and spconv.__version__ >= "2.0.0"
+if IS_SPCONV2_AVAILABLE:  # the else imports mmcv's hipified port of the same ops
+    from spconv.pytorch import SparseConvTensor, SparseSequential  # noqa: F401
+else:
+    from mmcv.ops import SparseConvTensor, SparseSequential  # noqa: F401
+
+
+def quantize_nvfp4(w: torch.Tensor, global_scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """NVFP4's block scales are OCP E4M3 by the format's definition (gemlite, ModelOpt
+    checkpoints): a port keeps them, fnuz would corrupt the format."""
+    fp8_max = 448.0
+    blocks = w.reshape(-1, 16)
+    scales = (blocks.abs().amax(dim=1) / 6.0 / global_scale).clamp(max=fp8_max)
+    return blocks, scales.to(torch.float8_e4m3fn)

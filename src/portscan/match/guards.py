@@ -38,6 +38,11 @@ range lies inside one takes the guard's name and a lowered severity:
     a value used in a module that uses none of the rule's ``consumers`` (an OCP FP8
     dtype where nothing computes in FP8: it is only created, cast, stored or viewed,
     which works on every ROCm GPU) -- ``info``.
+``format-defined``
+    in a def or class named for a data format the rule's ``formats`` lists, or the body
+    of an ``if`` whose test names one (``def quantize_nvfp4``, ``if dtype == DType.NVFP4:``):
+    the format itself fixes the value (NVFP4's block scales are OCP E4M3, whatever the
+    GPU) -- ``info``.
 ``fallback-equivalent``
     an import in such a ``try`` whose handler binds every name it imports to one of
     the rule's ``equivalents`` (``except ImportError: LayerNorm = torch.nn.LayerNorm``
@@ -63,6 +68,7 @@ from portscan.match.syntax import ATTRIBUTE, children, dotted, small_statements,
 from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK,
     FALLBACK_EQUIVALENT,
+    FORMAT_DEFINED,
     GUARD_ORDER,
     HANDLED,
     MESSAGE_ONLY,
@@ -83,6 +89,23 @@ FALLBACK_EXCEPTIONS = frozenset({
     "FileNotFoundError", "RuntimeError", "AttributeError", "TypeError", "ValueError",
     "CalledProcessError", "SubprocessError", "NVMLError", "AssertionError",
 })
+def formats_named(node: cst.CSTNode, formats: frozenset[str]) -> frozenset[str]:
+    """Which of ``formats`` (lower case, no underscores) the names, attributes and strings
+    of ``node`` spell (``scale_activations_nvfp4``, ``DType.NVFP4``, ``"nv_fp4"``)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        text = (item.value if kind in _NAME_OR_STRING else  # type: ignore[attr-defined]
+                item.attr.value if kind in ATTRIBUTE else None)  # type: ignore[attr-defined]
+        if text is not None:
+            word = text.lower().replace("_", "")
+            found.update(f for f in formats if f in word)
+        stack.extend(children(item))
+    return frozenset(found)
+
+
 def is_type_checking(test: cst.BaseExpression) -> bool:
     chain = dotted(test)
     return chain is not None and chain[1][-1] == "TYPE_CHECKING"
@@ -95,6 +118,7 @@ _ROCM_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(amd|radeon|instinct)\b")
 
 
 _CALL, _NAME_OR_ATTRIBUTE = exactly(cst.Call), exactly(cst.Name, cst.Attribute)
+_NAME_OR_STRING = exactly(cst.Name, cst.SimpleString)
 _SIMPLE_STRING, _FORMATTED_TEXT = exactly(cst.SimpleString), exactly(cst.FormattedStringText)
 
 
@@ -308,8 +332,13 @@ def handler_bindings(handlers: Sequence[cst.ExceptHandler | cst.ExceptStarHandle
                      ) -> dict[str, list[Substitute]]:
     """The names the falling-back handlers bind, and to what (``if``/``else`` inside a
     handler included): what the ``try``'s imports become when they fail."""
+    return block_bindings([h.body for h in handlers if handler_falls_back(h)])
+
+
+def block_bindings(blocks: list[cst.BaseSuite]) -> dict[str, list[Substitute]]:
+    """The names ``blocks`` bind (nested ``if``/``else`` included), and to what: a
+    handler's, or the ``else`` of ``if HAS_SPCONV: from spconv import X``."""
     found: dict[str, list[Substitute]] = {}
-    blocks: list[cst.BaseSuite] = [h.body for h in handlers if handler_falls_back(h)]
     while blocks:
         block = blocks.pop()
         lines = block.body if isinstance(block, cst.IndentedBlock) else [block]

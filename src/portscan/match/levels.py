@@ -35,6 +35,7 @@ HANDLED = "handled"
 TUNING = "tuning"
 MESSAGE_ONLY = "message-only"
 NO_CONSUMER = "no-consumer"
+FORMAT_DEFINED = "format-defined"
 
 #: A guard's effect on severity; ``None`` means "one step lower".
 _GUARD_SEVERITY: dict[str, Severity | None] = {
@@ -47,12 +48,13 @@ _GUARD_SEVERITY: dict[str, Severity | None] = {
     TUNING: Severity.INFO,
     MESSAGE_ONLY: Severity.INFO,
     NO_CONSUMER: Severity.INFO,
+    FORMAT_DEFINED: Severity.INFO,
 }
 _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
                   Severity.INFO: Severity.INFO}
 #: When regions nest, the strongest guard wins.
 GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, HANDLED, TUNING, MESSAGE_ONLY, NO_CONSUMER,
-               FALLBACK_EQUIVALENT, FALLBACK)
+               FORMAT_DEFINED, FALLBACK_EQUIVALENT, FALLBACK)
 
 
 def guarded_severity(severity: Severity, guard: str | None, guarded: Severity | None = None) -> Severity:

@@ -36,6 +36,7 @@ from portscan.match.levels import NVIDIA_EXTRA
 from portscan.match.guards import (
     FALLBACK,
     FALLBACK_EQUIVALENT,
+    FORMAT_DEFINED,
     GUARD_ORDER,
     HANDLED,
     MESSAGE_ONLY,
@@ -47,6 +48,8 @@ from portscan.match.guards import (
     Substitute,
     caught_by,
     handles,
+    block_bindings,
+    formats_named,
     handler_bindings,
     handler_falls_back,
     is_type_checking,
@@ -232,6 +235,8 @@ class _Index:
         self.probes: frozenset[str] = frozenset(name for rule in rules for name in _probes(rule))
         #: whether an import rule is a candidate (``if`` tests that guard imports are recorded)
         self.imports = any(rule.pattern.kind == "import" for rule in rules)
+        #: every candidate rule's ``formats`` (defs and branches named for one are recorded)
+        self.formats: frozenset[str] = frozenset(f for rule in rules for f in rule.formats)
 
 
 # --------------------------------------------------------------------------- sites
@@ -361,6 +366,11 @@ class _Collector(Walker):
         self.collection_members: dict[int, tuple[cst.BaseExpression, ...]] = {}
         self.regions: list[Region] = []
         self.fallback_tries: list[FallbackTry] = []
+        #: availability ``if``s with an ``else``, as tries: the ``else`` binds the body's imports otherwise
+        self.fallback_ifs: list[FallbackTry] = []
+        #: defs, classes and ``if`` bodies named for a data format (``def quantize_nvfp4``,
+        #: ``if dtype == DType.NVFP4:``), with the formats they name (see ``_Index.formats``)
+        self.format_regions: list[tuple[cst.CSTNode, frozenset[str]]] = []
         #: (name, scope, literal) of ``NAME = (a, b)`` / ``[...]`` / ``{...}`` assignments, and
         #: the ids of names tested against (``x in NAME``, ``isinstance(x, NAME)``)
         self.literal_sets: list[tuple[str, Scope, cst.Tuple | cst.List | cst.Set]] = []
@@ -498,7 +508,8 @@ class _Collector(Walker):
                 self._mark_test(expr.left)
                 expr = expr.right
             elif (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Name)
-                  and expr.func.value == "bool" and len(expr.args) == 1):
+                  and (expr.func.value == "bool" and len(expr.args) == 1
+                       or expr.func.value == "hasattr" and len(expr.args) == 2)):
                 expr = expr.args[0].value
             else:
                 return
@@ -509,6 +520,7 @@ class _Collector(Walker):
     # -- scopes and bindings -----------------------------------------------------
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+        self._mark_format(node, node.name)
         for decorator in node.decorators:
             self._visit(decorator.decorator)
         self._visit_param_defaults(node.params)
@@ -526,6 +538,14 @@ class _Collector(Walker):
         self._pop()
         return False
 
+    def _mark_format(self, node: cst.CSTNode, named: cst.CSTNode) -> None:
+        """Record ``node`` when ``named`` (a def's name, a condition) names a data format
+        of a candidate rule's ``formats``."""
+        if self.index.formats:
+            found = formats_named(named, self.index.formats)
+            if found:
+                self.format_regions.append((node, found))
+
     def visit_Return(self, node: cst.Return) -> bool:
         if node.value is not None:
             self.scope.returns.append(node.value)
@@ -540,6 +560,7 @@ class _Collector(Walker):
         return False
 
     def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+        self._mark_format(node, node.name)
         for decorator in node.decorators:
             self._visit(decorator.decorator)
         for arg in (*node.bases, *node.keywords):
@@ -772,8 +793,8 @@ class _Collector(Walker):
     def visit_Call(self, node: cst.Call) -> bool:
         func = node.func
         callee = _callee_name(node)
-        if callee == "bool" and len(node.args) == 1:
-            self._mark_test(node)
+        if callee == "bool" and len(node.args) == 1 or callee == "hasattr" and len(node.args) == 2:
+            self._mark_test(node)  # `hasattr(spconv, "__version__")` asks about `spconv`, as a test does
         elif callee in ("isinstance", "issubclass") and len(node.args) == 2:
             types = node.args[1].value
             self.tested_containers.add(id(types))
@@ -942,6 +963,10 @@ class _Collector(Walker):
             probes, flags = _called(node.test) & self.index.probes, presence_flags(node.test)
             if probes or flags:
                 self.availability_ifs.append((node.body, probes, flags))
+                if isinstance(node.orelse, cst.Else):  # `else: from mmcv.ops import X`: what X is then
+                    self.fallback_ifs.append(FallbackTry(node.body, block_bindings([node.orelse.body]), self.scope))
+        if isinstance(node, cst.If):
+            self._mark_format(node.body, node.test)
         if isinstance(node, (cst.If, cst.IfExp)):
             if isinstance(node, cst.If) and is_type_checking(node.test):
                 self.regions.append(Region(node.body, TYPE_CHECKING))
@@ -2235,6 +2260,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                      + [node for node, _ in checks] + bindings.statements()
                      + [t.body for t in collector.fallback_tries]
                      + [body for body, _, _ in collector.availability_ifs]
+                     + [node for node, _ in collector.format_regions]
                      + ([body for body, _ in collector.catching_tries] if raising else [])
                      + (collector.number_choices + collector.message_choices if tuned else [])
                      + [n for body, mentions in helpers for n in (body, *mentions)]
@@ -2243,6 +2269,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
     guarded += _vendor_only_helpers(helpers, guarded, offsets)
 
     catching = [(offsets[id(body)], caught) for body, caught in collector.catching_tries if id(body) in offsets]
+    formatted = [(offsets[id(node)], found) for node, found in collector.format_regions]
 
     choices = [offsets[id(test)] for test in collector.number_choices if id(test) in offsets]
     messages = [offsets[id(test)] for test in collector.message_choices if id(test) in offsets]
@@ -2261,9 +2288,12 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
             guards.add(MESSAGE_ONLY)  # `if major >= 8: logger.info("bf16 would be faster")`
         if rule is not None and _consumers(rule) and not consumed[_consumers(rule)]:
             guards.add(NO_CONSUMER)  # an FP8 dtype only cast or stored: nothing computes with it here
+        if rule is not None and rule.formats and any(s <= start and end <= e and not found.isdisjoint(rule.formats)
+                                                     for (s, e), found in formatted):
+            guards.add(FORMAT_DEFINED)  # `def quantize_nvfp4(...)`: its E4M3 scales are the format's own
         return next((g for g in GUARD_ORDER if g in guards), None)
 
-    tries = _Tries(collector.fallback_tries, offsets)
+    tries = _Tries(collector.fallback_tries + collector.fallback_ifs, offsets)
     availability_ifs = [(offsets[id(body)], probes, flags) for body, probes, flags in collector.availability_ifs
                         if id(body) in offsets]
     checked = [(offsets[id(node)], names) for node, names in checks if id(node) in offsets]
@@ -2418,7 +2448,8 @@ class _Bindings:
         self._reported = {site[0] for rule, site, _, _ in reports if isinstance(site, tuple) and _is_import(rule, site)}
         wanted = {id(node) for rule, site, node, _ in reports if not _is_import(rule, site)}
         self._chains: dict[int, _Chain] = {}
-        if wanted and (self._reported or collector.fallback_tries):  # else no use has an import to join
+        # else no use has an import to join
+        if wanted and (self._reported or collector.fallback_tries or collector.fallback_ifs):
             for chain in collector.chains:
                 for node in chain.nodes:
                     if id(node) in wanted:

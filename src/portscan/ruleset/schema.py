@@ -26,6 +26,7 @@ _CODE = re.compile(r"^[A-Z]{2,8}[0-9]{3}$")
 _KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _URL = re.compile(r"^https://\S+$")
 _EXCEPTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
+_FORMAT = re.compile(r"^[a-z][a-z0-9]*$")
 _ARCH_GLOB = re.compile(r"^gfx[0-9a-f*?]+$")
 MESSAGE_MAX = 160
 
@@ -108,6 +109,11 @@ class Rule:
     #: absent on most NVIDIA GPUs as well, so a project that guards it already runs
     #: without it everywhere else, AMD's GPUs included
     guarded_severity: Severity | None = None
+    #: Python rules only: the data formats that define the matched value themselves,
+    #: lower-case and without underscores (``nvfp4``: its block scales are OCP E4M3 by
+    #: definition): in a def or class named for one, or a branch whose test names one, a
+    #: match is ``info`` (guard ``format-defined``), see docs/rule-format.md#guards
+    formats: tuple[str, ...] = ()
 
     def severity_for(self, target: Target | None) -> Severity | None:
         """The severity on ``target`` (None: the rule does not apply there)."""
@@ -263,6 +269,9 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
             if guarded not in ("info", "warning") or Severity(guarded).rank >= severity.rank:
                 raise PatternError("guarded_severity",
                                    f"expected a severity below {severity.value!r}, got {guarded!r}")
+        formats = r.texts("formats", required=False, check=_FORMAT, what="format name such as nvfp4")
+        if formats and "python" not in pattern.surfaces:
+            raise PatternError("formats", f"only Python rules take formats, not {pattern.kind} rules")
         fix = _read_fix(r.raw("fix", False), pattern)
         targets = _read_targets(r.raw("targets", False))
         rule = Rule(
@@ -274,7 +283,7 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
             targets=targets, equivalents=equivalents,
             raises=r.texts("raises", required=False, check=_EXCEPTION, what="exception class name"),
             escalate=_read_escalation(r.raw("escalate", False), severity),
-            guarded_severity=Severity(guarded) if guarded is not None else None,
+            guarded_severity=Severity(guarded) if guarded is not None else None, formats=formats,
         )
         r.finish()
         return rule
