@@ -518,3 +518,28 @@ def test_an_exception_type_a_handler_catches_is_no_use(rules) -> None:
     """
     found = {(f.span.line, f.rule): [u[0] for u in f.uses] for f in _scan(source, rules) if f.rule == "PS602"}
     assert found == {(2, "PS602"): [7, 11, 11], (3, "PS602"): []}
+
+
+@pytest.mark.parametrize(("path", "guard"), [
+    ("lmcache/integration/tensorrt_llm/tensorrt_adapter.py", "integration"),
+    ("pkg/sources/trt_llm/driver.py", None),  # not the module's name
+    ("pkg/sources/TensorRT-LLM/driver.py", "integration"),  # case and dashes aside
+    ("lmcache/integration/adapter.py", None),
+    ("tensorrt_llm_adapter.py", None),  # a module's own name is not a folder
+])
+def test_an_adapter_in_a_folder_named_for_its_library_is_info(rules, path: str, guard: str | None) -> None:
+    """``integration/tensorrt_llm/adapter.py`` importing ``tensorrt_llm`` is the project's
+    connector for that library, loaded by a TensorRT-LLM process: where TensorRT-LLM
+    does not run, neither does it (LMCache's and transformer-lens's adapters, judged false)."""
+    source = "import tensorrt_llm\nfrom tensorrt_llm.llmapi import LLM\n"
+    found = {(f.rule, f.guard) for f in scan_source(source, path, rules) if f.rule == "PS107"}
+    assert found == {("PS107", guard)}
+
+
+def test_a_folder_named_for_the_platform_adapts_no_library(rules) -> None:
+    """``devices/cuda/utils.py`` importing cuda-python's ``cuda`` is the project's CUDA
+    platform code, which ROCm may share: it keeps its severity."""
+    source = "from cuda import cudart\nerr, = cudart.cudaDeviceSynchronize()\n"
+    [finding] = [f for f in scan_source(source, "lmcache/v1/platform/devices/cuda/utils.py", rules)
+                 if f.rule == "PS714"]
+    assert finding.guard is None

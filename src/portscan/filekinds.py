@@ -30,6 +30,8 @@ class MatchContext:
     first_party: frozenset[str] = frozenset()  #: the project's own top-level modules
     hipify: frozenset[str] | None = None  #: CUDA names hipify maps (None: table unavailable)
     parser: str = "ast"  #: how Python is parsed (see :data:`portscan.parse.PARSERS`)
+    #: the folders of the file's path below the scan root (``("lmcache", "integration", "vllm")``)
+    folders: tuple[str, ...] = ()
 
 
 #: a file's text and the rules that apply to it -> their matches
@@ -63,7 +65,7 @@ def _function(module: str, name: str) -> Callable[..., Any]:
 def _python(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:
     from portscan.match.python import match_python  # libcst: only when there is something to parse
 
-    return match_python(parse_for_matching(text, context.parser), rules, context.first_party)
+    return match_python(parse_for_matching(text, context.parser), rules, context.first_party, context.folders)
 
 
 def _cuda(text: str, rules: Sequence[Rule], context: MatchContext) -> list[Match]:

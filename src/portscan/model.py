@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import PurePosixPath
 
 
 class OwnModules(frozenset[str]):
@@ -30,6 +31,11 @@ class OwnModules(frozenset[str]):
 
     def __repr__(self) -> str:
         return f"OwnModules({sorted(self)!r}, package={self.package!r})"
+
+
+def folders_of(path: str) -> tuple[str, ...]:
+    """The folders of a path relative to the scan root (``a/b/c.py`` -> ``("a", "b")``)."""
+    return PurePosixPath(path).parts[:-1]
 
 
 def package_of(own: Iterable[str]) -> str:

@@ -45,7 +45,7 @@ from portscan.cache import Cache, Extensions, FileScan, Raw
 from portscan.config import Target
 from portscan.suppress import apply as apply_suppressions
 from portscan.suppress import suppressions
-from portscan.model import Extension, FileError, FileResult, Finding, ScanResult, Severity
+from portscan.model import Extension, FileError, FileResult, Finding, ScanResult, Severity, folders_of
 from portscan.parse import (
     paused_gc,
     with_deep_stack,
@@ -89,8 +89,9 @@ def to_finding(match: Match, path: str, lines: LineIndex, text: str, base: Sever
 
 
 def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str] = frozenset(),
-               hipify: frozenset[str] | None = None, parser: str = "ast") -> list[Match]:
-    """Every match in one file's text. Raises :class:`SourceError` for unparsable Python.
+               hipify: frozenset[str] | None = None, parser: str = "ast", path: str = "") -> list[Match]:
+    """Every match in one file's text (at ``path``, relative to the scan root). Raises
+    :class:`SourceError` for unparsable Python.
 
     Python files that contain none of the literal tokens the rules need are not parsed.
     """
@@ -98,7 +99,7 @@ def match_text(text: str, kind: str, rules: RuleSet, first_party: frozenset[str]
     applicable = rules.candidates(text) if file.prefiltered else rules.for_surface(kind)
     if not applicable:
         return []
-    matches = file.matcher(text, applicable, MatchContext(first_party, hipify, parser))
+    matches = file.matcher(text, applicable, MatchContext(first_party, hipify, parser, folders_of(path)))
     handled = {r.code for r in applicable if hasattr(r.pattern, "handled_in") and r.pattern.handled_in(text)}
     if handled:  # an env rule's file that also names the alternative variable
         matches = [m for m in matches if m.rule.code not in handled]
@@ -115,7 +116,7 @@ def scan_source(text: str, path: str, rules: RuleSet, first_party: frozenset[str
     """Findings in one source text; the kind comes from the file name unless given. With
     a ``target``, rules report at the severity they declare for it (or not at all)."""
     kind = kind or file_kind(PurePosixPath(path)) or "python"
-    return findings_from(text, path, match_text(text, kind, rules, first_party, hipify, parser), target)
+    return findings_from(text, path, match_text(text, kind, rules, first_party, hipify, parser, path), target)
 
 
 def declares_extensions(kind: str, text: str) -> bool:
@@ -123,7 +124,7 @@ def declares_extensions(kind: str, text: str) -> bool:
     return kind == "python" and "cpp_extension" in text
 
 
-def _walk_declaring(text: str, rules: RuleSet, first_party: frozenset[str], parser: str
+def _walk_declaring(text: str, rules: RuleSet, first_party: frozenset[str], parser: str, path: str
                     ) -> tuple[ModuleWalk | None, Extensions]:
     """One parse and one walk of a Python file that may declare extensions: the walk (for
     its findings) and the extensions it declares. A file no rule applies to is parsed
@@ -138,7 +139,7 @@ def _walk_declaring(text: str, rules: RuleSet, first_party: frozenset[str], pars
         if applicable:
             raise
         return None, ()
-    walk = ModuleWalk(module, applicable, first_party, extensions=True)
+    walk = ModuleWalk(module, applicable, first_party, extensions=True, folders=folders_of(path))
     lines = LineIndex(text)
     return (walk if applicable else None,
             tuple((d.name, lines.position(d.offset)[0], d.sources) for d in walk.extensions))
@@ -260,7 +261,7 @@ def file_scan(source: SourcePath, text: str, rules: RuleSet, first_party: frozen
     def scan() -> tuple[Finding, ...]:
         nonlocal extensions
         if declares_extensions(source.kind, text):
-            walk, extensions = _walk_declaring(text, rules, first_party, parser)
+            walk, extensions = _walk_declaring(text, rules, first_party, parser, source.rel)
             return findings_from(text, source.rel, walk.matches() if walk is not None else [], target)
         return scan_source(text, source.rel, rules, first_party, source.kind, hipify, target, parser)
 

@@ -37,7 +37,7 @@ from portscan.match.guards import only_raises
 from portscan.match.syntax import small_statements
 from portscan.match.levels import FALLBACK, TYPE_CHECKING, VENDOR_BRANCH
 from portscan.match.python import ModuleWalk
-from portscan.model import Finding
+from portscan.model import Finding, folders_of
 from portscan.scan import declares_extensions, findings_from
 from portscan.leancst import is_view
 from portscan.parse import (LineIndex, SourceError, lines_with_ends, parse_for_matching, parse_python, paused_gc,
@@ -460,7 +460,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     except SourceError as exc:
         return FileFix(path, text, text, error=exc.message)
     silenced = silencer(text)
-    walk = ModuleWalk(module, candidates, first_party)
+    walk = ModuleWalk(module, candidates, first_party, folders=folders_of(path))
     matches = walk.matches()
     if not fixable(matches, silenced):  # the common case: no codemod
         index = LineIndex(text)
@@ -470,7 +470,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
     if is_view(module):  # rewrites need LibCST's own tree
         del walk, matches, module  # the view goes before LibCST's parse (memory)
         module = parse_python(text)
-        walk = ModuleWalk(module, candidates, first_party)
+        walk = ModuleWalk(module, candidates, first_party, folders=folders_of(path))
         matches = walk.matches()
     before = found(text, matches)
     # guarded code is never rewritten, so its places are the input's; a guard the fixes
@@ -524,7 +524,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
         applied += origins.advance(new, done, owned, notes)
         current = new
         candidates, silenced = rules.candidates(current), silencer(current)
-        walk = ModuleWalk(module, candidates, first_party)
+        walk = ModuleWalk(module, candidates, first_party, folders=folders_of(path))
         lost = sorted((walk.names.free - free) & imported)
         if lost:  # an import removed while the module still uses its name
             return FileFix(path, text, text, error=f"a fix left `{lost[0]}` used but no longer defined; "
@@ -542,7 +542,7 @@ def _fix_source(text: str, path: str, rules: RuleSet, unsafe: bool, first_party:
             except SourceError as exc:
                 return FileFix(path, text, text, error=f"a fix produced code that does not parse "
                                                        f"({exc.message}); the file is unchanged")
-            walk = ModuleWalk(module, candidates, first_party)
+            walk = ModuleWalk(module, candidates, first_party, folders=folders_of(path))
     else:
         return FileFix(path, text, text, error=f"fixes did not settle after {MAX_PASSES} passes; "
                                                "the file is unchanged")

@@ -38,6 +38,12 @@ range lies inside one takes the guard's name and a lowered severity:
     a value used in a module that uses none of the rule's ``consumers`` (an OCP FP8
     dtype where nothing computes in FP8: it is only created, cast, stored or viewed,
     which works on every ROCm GPU) -- ``info``.
+``integration``
+    an import of a library in a module inside a folder named for it
+    (``lmcache/integration/tensorrt_llm/adapter.py`` importing ``tensorrt_llm``,
+    ``sources/vllm/driver.py`` importing ``vllm``): the project's adapter for that
+    library, loaded where the library itself runs -- ``info``. Not for a folder named for
+    the platform (``devices/cuda/`` importing cuda-python's ``cuda``).
 ``format-defined``
     in a def or class named for a data format the rule's ``formats`` lists, or the body
     of an ``if`` whose test names one (``def quantize_nvfp4``, ``if dtype == DType.NVFP4:``):
@@ -69,6 +75,7 @@ from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK,
     FALLBACK_EQUIVALENT,
     FORMAT_DEFINED,
+    INTEGRATION,
     GUARD_ORDER,
     HANDLED,
     MESSAGE_ONLY,
@@ -89,6 +96,18 @@ FALLBACK_EXCEPTIONS = frozenset({
     "FileNotFoundError", "RuntimeError", "AttributeError", "TypeError", "ValueError",
     "CalledProcessError", "SubprocessError", "NVMLError", "AssertionError",
 })
+#: folders named for the platform, not for a library a module there adapts
+_PLATFORM_FOLDERS = frozenset({"cuda", "nvidia", "gpu"})
+
+
+def adapts(folders: Sequence[str], module: str) -> bool:
+    """Is a module in ``folders`` (its path's folders below the scan root) the project's
+    adapter for the library ``module`` names: does one folder carry the library's name?"""
+    top = module.split(".", 1)[0].lower()
+    return bool(top) and top not in _PLATFORM_FOLDERS and any(
+        folder.lower().replace("-", "_") == top for folder in folders)
+
+
 def formats_named(node: cst.CSTNode, formats: frozenset[str]) -> frozenset[str]:
     """Which of ``formats`` (lower case, no underscores) the names, attributes and strings
     of ``node`` spell (``scale_activations_nvfp4``, ``DType.NVFP4``, ``"nv_fp4"``)."""

@@ -36,6 +36,7 @@ TUNING = "tuning"
 MESSAGE_ONLY = "message-only"
 NO_CONSUMER = "no-consumer"
 FORMAT_DEFINED = "format-defined"
+INTEGRATION = "integration"
 
 #: A guard's effect on severity; ``None`` means "one step lower".
 _GUARD_SEVERITY: dict[str, Severity | None] = {
@@ -49,11 +50,12 @@ _GUARD_SEVERITY: dict[str, Severity | None] = {
     MESSAGE_ONLY: Severity.INFO,
     NO_CONSUMER: Severity.INFO,
     FORMAT_DEFINED: Severity.INFO,
+    INTEGRATION: Severity.INFO,
 }
 _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
                   Severity.INFO: Severity.INFO}
 #: When regions nest, the strongest guard wins.
-GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, HANDLED, TUNING, MESSAGE_ONLY, NO_CONSUMER,
+GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, INTEGRATION, HANDLED, TUNING, MESSAGE_ONLY, NO_CONSUMER,
                FORMAT_DEFINED, FALLBACK_EQUIVALENT, FALLBACK)
 
 

@@ -39,6 +39,7 @@ from portscan.match.guards import (
     FORMAT_DEFINED,
     GUARD_ORDER,
     HANDLED,
+    INTEGRATION,
     MESSAGE_ONLY,
     NO_CONSUMER,
     TUNING,
@@ -48,6 +49,7 @@ from portscan.match.guards import (
     Substitute,
     caught_by,
     handles,
+    adapts,
     block_bindings,
     formats_named,
     handler_bindings,
@@ -2019,10 +2021,11 @@ def _drop_superseded(hits: list[tuple[Rule, object, cst.BaseExpression, dict[str
     return [hit for hit in hits if (hit[0].code, hit[1]) not in superseded]
 
 
-def match_python(module: cst.Module, rules: Sequence[Rule],
-                 first_party: frozenset[str] = frozenset()) -> list[Match]:
-    """Every match of ``rules`` in a parsed module, located by character offsets."""
-    return ModuleWalk(module, rules, first_party).matches()
+def match_python(module: cst.Module, rules: Sequence[Rule], first_party: frozenset[str] = frozenset(),
+                 folders: Sequence[str] = ()) -> list[Match]:
+    """Every match of ``rules`` in a parsed module, located by character offsets; ``folders``:
+    those of the module's path below the scan root."""
+    return ModuleWalk(module, rules, first_party, folders=folders).matches()
 
 
 @dataclass(frozen=True, slots=True)
@@ -2040,8 +2043,9 @@ class ModuleWalk:
     :data:`EXTENSION_BUILDERS`); the rule matches come from :meth:`matches`."""
 
     def __init__(self, module: cst.Module, rules: Sequence[Rule], first_party: frozenset[str] = frozenset(),
-                 extensions: bool = False) -> None:
+                 extensions: bool = False, folders: Sequence[str] = ()) -> None:
         self.module = module
+        self.folders = tuple(folders)
         self.collector = _Collector(_Index(rules), first_party, extensions)
         self.collector.walk(module)
         self.resolver = _Resolver(module, self.collector)
@@ -2056,7 +2060,7 @@ class ModuleWalk:
     def matches(self) -> list[Match]:
         """Every match of the rules, located by character offsets (worked out once)."""
         if self._matches is None:
-            self._matches = _matches(self.module, self.collector, self.resolver)
+            self._matches = _matches(self.module, self.collector, self.resolver, self.folders)
         return list(self._matches)
 
     @functools.cached_property
@@ -2241,7 +2245,8 @@ def _silent(rule: Rule) -> bool:
     return getattr(rule.pattern, "silent", False)
 
 
-def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> list[Match]:
+def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver,
+             folders: Sequence[str] = ()) -> list[Match]:
     resolver.run()
     hits = _drop_superseded(resolver.hits)
     reports = _report_nodes(hits)
@@ -2324,6 +2329,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver) -> 
                                                         bindings, collector.index.equivalents)
                                       or bindings.probes_only(statement)):
                 guard = FALLBACK_EQUIVALENT
+            if guard in (None, FALLBACK) and adapts(folders, variables.get("module", "")):
+                guard = INTEGRATION  # `integration/tensorrt_llm/adapter.py` imports tensorrt_llm
             import_guards.setdefault(id(statement), guard)
         else:
             statement = bindings.use_statement(node)
