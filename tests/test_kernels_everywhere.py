@@ -202,7 +202,7 @@ def test_supersedes_only_at_the_same_place() -> None:
     from portscan.ruleset.loader import load_rules
     pack = load_rules()
     rules = RuleSet([pack.by_code["PS920"], pack.by_code["PS930"]])
-    text = "#ifdef __CUDA_ARCH__\nint a;\n#endif\n#if __CUDA_ARCH__ >= 800\nint b;\n#else\nint c;\n#endif\n"
+    text = "#if __CUDA_ARCH__ < 700\nint a;\n#endif\n#if __CUDA_ARCH__ >= 800\nint b;\n#else\nint c;\n#endif\n"
     found = [(f.rule, f.span.line) for f in scan_source(text, "k.cu", rules)]
     assert found == [("PS920", 1), ("PS930", 4)]
 
@@ -375,3 +375,29 @@ def test_a_branch_only_nvidias_toolkit_compiles_is_vendor_branch(rules) -> None:
                                  "__device__ __forceinline__ void commit_group")
     found = {(f.rule, f.span.line): f.severity.value for f in scan_source(also, "k.cuh", rules)}
     assert found[("PS914", 10)] == "error"
+
+
+CUBLAS_MODES = """\
+#include <cublas_v2.h>
+void set_mode(cublasHandle_t handle) {
+#if CUDA_VERSION < 11000
+  cublasSetMathMode(handle, CUBLAS_TENSOR_OP_MATH);
+#else
+  cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH);
+#endif
+#if CUDA_VERSION >= 6050
+  const char* licence = cublas_name(CUBLAS_STATUS_LICENSE_ERROR);
+#endif
+}
+"""
+
+
+def test_a_cuda_release_test_is_false_after_hipify(rules) -> None:
+    """hipify turns ``CUDA_VERSION`` into ``TORCH_HIP_VERSION`` (602 for ROCm 6.2), so
+    ``CUDA_VERSION >= 6050`` and the ``#else`` of ``CUDA_VERSION < 11000`` are never
+    compiled on ROCm, while ``CUDA_VERSION < 11000`` is (rwkv's cuBLAS math modes)."""
+    from portscan.match.hipify import load_hipify_names
+    found = {(f.rule, f.span.line): (f.severity.value, f.guard)
+             for f in scan_source(CUBLAS_MODES, "blas.cu", rules, hipify=load_hipify_names()) if f.rule == "PS924"}
+    assert found == {("PS924", 4): ("warning", None), ("PS924", 6): ("info", "vendor-branch"),
+                     ("PS924", 9): ("info", "vendor-branch")}

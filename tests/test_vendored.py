@@ -67,10 +67,11 @@ def test_fix_leaves_a_vendored_library_alone(tmp_path: Path, rules) -> None:
 
 
 def test_a_library_that_builds_for_rocm_itself_is_vendored_too(tmp_path: Path, rules) -> None:
-    """Eigen's CUDA-only branches (``#if defined(__CUDA_ARCH__)``) compile out under hipcc,
+    """Eigen's CUDA-only branches (``#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530``) compile out under hipcc,
     which takes its HIP paths; the project's own ``__CUDA_ARCH__`` test is still its own
     (horovod vendors Eigen and gloo under ``third_party/``)."""
-    guard = "#if defined(__CUDA_ARCH__) && !defined(EIGEN_NO_CUDA)\n#define EIGEN_CUDA_ARCH __CUDA_ARCH__\n#endif\n"
+    guard = ("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 530 && !defined(EIGEN_NO_CUDA)\n"
+             "#define EIGEN_HAS_CUDA_FP16\n#endif\n")
     for rel in ("third_party/eigen/Eigen/src/Core/util/Macros.h", "csrc/arch.h"):
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(guard)
