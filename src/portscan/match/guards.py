@@ -39,11 +39,12 @@ range lies inside one takes the guard's name and a lowered severity:
     dtype where nothing computes in FP8: it is only created, cast, stored or viewed,
     which works on every ROCm GPU) -- ``info``.
 ``integration``
-    an import of a library in a module inside a folder named for it
-    (``lmcache/integration/tensorrt_llm/adapter.py`` importing ``tensorrt_llm``,
-    ``sources/vllm/driver.py`` importing ``vllm``): the project's adapter for that
-    library, loaded where the library itself runs -- ``info``. Not for a folder named for
-    the platform (``devices/cuda/`` importing cuda-python's ``cuda``).
+    an import of a library in a module inside a folder named for it, itself inside a
+    folder of adapters (``integration``, ``plugins``, ``adapters``, ``connectors``,
+    ``sources``: ``lmcache/integration/tensorrt_llm/adapter.py`` importing
+    ``tensorrt_llm``, ``sources/vllm/driver.py`` importing ``vllm``): the project's
+    adapter for that library, loaded where the library itself runs -- ``info``. Not for
+    a folder named for the platform (``devices/cuda/`` importing cuda-python's ``cuda``).
 ``format-defined``
     in a def or class named for a data format the rule's ``formats`` lists, or the body
     of an ``if`` whose test names one (``def quantize_nvfp4``, ``if dtype == DType.NVFP4:``):
@@ -100,12 +101,21 @@ FALLBACK_EXCEPTIONS = frozenset({
 _PLATFORM_FOLDERS = frozenset({"cuda", "nvidia", "gpu"})
 
 
+#: folders that hold a project's adapters for other libraries, one subfolder per library
+_ADAPTER_FOLDERS = frozenset({"integration", "integrations", "plugin", "plugins", "adapter", "adapters",
+                              "connector", "connectors", "sources"})
+
+
 def adapts(folders: Sequence[str], module: str) -> bool:
     """Is a module in ``folders`` (its path's folders below the scan root) the project's
-    adapter for the library ``module`` names: does one folder carry the library's name?"""
+    adapter for the library ``module`` names: is one folder named for the library, inside
+    one that holds adapters (``integration/tensorrt_llm/``)? A project's ``triton/`` folder
+    of kernels written in Triton is its own code, not a plug-in that Triton loads."""
     top = module.split(".", 1)[0].lower()
-    return bool(top) and top not in _PLATFORM_FOLDERS and any(
-        folder.lower().replace("-", "_") == top for folder in folders)
+    if not top or top in _PLATFORM_FOLDERS:
+        return False
+    names = [folder.lower().replace("-", "_") for folder in folders]
+    return any(name == top and parent in _ADAPTER_FOLDERS for parent, name in zip(names, names[1:]))
 
 
 def formats_named(node: cst.CSTNode, formats: frozenset[str]) -> frozenset[str]:

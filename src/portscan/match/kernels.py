@@ -77,11 +77,18 @@ class _Group:
     branch: int  #: where the branch being read starts
     nvtx: bool  #: that branch is compiled only with NVTX
     toolkit: bool = False  #: that branch is compiled only by NVIDIA's toolkit
+    #: a branch before it always holds on ROCm (``#if CUDA_VERSION < 11000``): the later
+    #: ones are compiled only by NVIDIA's toolkit
+    settled: bool = False
 
 
 #: macros only NVIDIA's compiler and runtime headers define; hipcc and hipify leave them
 #: undefined (``CUDA_VERSION`` is not here: hipify turns it into ``TORCH_HIP_VERSION``)
 _TOOLKIT_MACRO = re.compile(r"\b(?:__CUDACC_VER_(?:MAJOR|MINOR|BUILD)__|CUDART_VERSION)\b")
+#: ``CUDA_VERSION >= 11000``: hipify makes it ``TORCH_HIP_VERSION``, which PyTorch sets to
+#: major * 100 + minor (602 for ROCm 6.2; LoadHIP.cmake), and undefined it reads 0, so a
+#: test against a CUDA release (four digits and more) is false on ROCm either way
+_CUDA_RELEASE_TEST = re.compile(r"\bCUDA_VERSION\s*(?:>=?|==)\s*\(?\s*(\d+)")
 _AT_LEAST = re.compile(r">=?|==")
 _MAY_HOLD_WITHOUT = re.compile(r"\|\||<|!")
 _DEFINED = re.compile(r"^\s*\(?\s*(?:defined\s*\(?\s*)?(\w+)")
@@ -90,7 +97,7 @@ _DEFINED = re.compile(r"^\s*\(?\s*(?:defined\s*\(?\s*)?(\w+)")
 def _needs_toolkit(word: str, condition: str, toolkit_macros: frozenset[str]) -> bool:
     """Is the branch this directive opens compiled only by NVIDIA's toolkit: a version test
     that is false where the macro is undefined (``#if __CUDACC_VER_MAJOR__ >= 11``,
-    ``#ifdef CUDART_VERSION``), or a test of a macro only such branches define (``#ifdef
+    ``#ifdef CUDART_VERSION``) or hipified (``#if CUDA_VERSION >= 11000``), or a test of a macro only such branches define (``#ifdef
     FLASHINFER_CP_ASYNC_ENABLED``)? Not with ``||``, ``!`` or ``<``, which may hold there."""
     if word == "ifdef":
         name = condition.strip()
@@ -99,8 +106,24 @@ def _needs_toolkit(word: str, condition: str, toolkit_macros: frozenset[str]) ->
         return False
     if _TOOLKIT_MACRO.search(condition) and _AT_LEAST.search(condition):
         return True
+    releases = [int(n) for n in _CUDA_RELEASE_TEST.findall(condition)]
+    if releases and min(releases) >= 1000:
+        return True
     tested = _DEFINED.match(condition)
     return tested is not None and tested.group(1) in toolkit_macros and "defined" in condition
+
+
+#: ``CUDA_VERSION < 11000`` alone, true on ROCm (see ``_CUDA_RELEASE_TEST``)
+_CUDA_RELEASE_BELOW = re.compile(r"\s*\(?\s*CUDA_VERSION\s*<=?\s*\(?\s*(\d+)\s*\)?\s*\)?\s*(?://.*|/\*.*)?")
+
+
+def _holds_without_toolkit(word: str, condition: str) -> bool:
+    """Does the branch this directive opens always hold on ROCm (``#if CUDA_VERSION <
+    11000``, ``#ifndef CUDART_VERSION``), so that its ``#else`` is NVIDIA's only?"""
+    if word == "ifndef":
+        return bool(_TOOLKIT_MACRO.fullmatch(condition.strip()))
+    below = _CUDA_RELEASE_BELOW.fullmatch(condition) if word in ("if", "elif") else None
+    return below is not None and int(below.group(1)) >= 1000
 
 
 def _names_nvtx(word: str, condition: str) -> bool:
@@ -140,9 +163,11 @@ def _guard_regions(code: str, toolkit_macros: frozenset[str]) -> list[tuple[int,
       without them computes the same (the C++ form of a handler that substitutes an
       equivalent).
     - a branch compiled only by NVIDIA's toolkit (``#if __CUDACC_VER_MAJOR__ >= 11``,
-      ``#ifdef CUDART_VERSION``, or a test of a macro only such branches define, as
-      CUTLASS-style ``#define CP_ASYNC_ENABLED`` gates do), also ``vendor-branch``: hipcc
-      never compiles it; the gate itself is what PS922/PS932 report.
+      ``#ifdef CUDART_VERSION``, ``#if CUDA_VERSION >= 11000`` or the ``#else`` of ``#if
+      CUDA_VERSION < 11000``, which hipify reads as ``TORCH_HIP_VERSION``, or a test of a
+      macro only such branches define, as CUTLASS-style ``#define CP_ASYNC_ENABLED`` gates
+      do), also ``vendor-branch``: hipcc never compiles it; the gate itself is what
+      PS922/PS932 report.
 
     A condition continued with backslashes is read whole (Eigen's ``#if (defined(EIGEN_CUDACC)
     ...) \\`` then ``|| defined(EIGEN_HIPCC)``)."""
@@ -152,7 +177,8 @@ def _guard_regions(code: str, toolkit_macros: frozenset[str]) -> list[tuple[int,
         word, condition = directive.group("word"), directive.group("condition")
         if word in ("if", "ifdef", "ifndef"):
             stack.append(_Group(directive.start(), bool(_VENDOR_MACRO.search(condition)), directive.end(),
-                                _names_nvtx(word, condition), _needs_toolkit(word, condition, toolkit_macros)))
+                                _names_nvtx(word, condition), _needs_toolkit(word, condition, toolkit_macros),
+                                _holds_without_toolkit(word, condition)))
             continue
         if not stack:
             continue
@@ -165,9 +191,11 @@ def _guard_regions(code: str, toolkit_macros: frozenset[str]) -> list[tuple[int,
         if word == "elif":
             group.vendor = group.vendor or bool(_VENDOR_MACRO.search(condition))
             group.nvtx = _names_nvtx(word, condition)
-            group.toolkit = _needs_toolkit(word, condition, toolkit_macros)
+            group.toolkit = group.settled or _needs_toolkit(word, condition, toolkit_macros)
+            group.settled = group.settled or _holds_without_toolkit(word, condition)
         elif word == "else":
-            group.nvtx = group.toolkit = False
+            group.nvtx = False
+            group.toolkit = group.settled
         else:  # endif
             stack.pop()
             if group.vendor:
