@@ -64,6 +64,7 @@ The vendor test is a syntactic heuristic, stated here so users can predict it.
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -115,7 +116,7 @@ def adapts(folders: Sequence[str], module: str) -> bool:
     if not top or top in _PLATFORM_FOLDERS:
         return False
     names = [folder.lower().replace("-", "_") for folder in folders]
-    return any(name == top and parent in _ADAPTER_FOLDERS for parent, name in zip(names, names[1:]))
+    return any(name == top and parent in _ADAPTER_FOLDERS for parent, name in itertools.pairwise(names))
 
 
 def formats_named(node: cst.CSTNode, formats: frozenset[str]) -> frozenset[str]:

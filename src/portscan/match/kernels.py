@@ -97,8 +97,9 @@ _DEFINED = re.compile(r"^\s*\(?\s*(?:defined\s*\(?\s*)?(\w+)")
 def _needs_toolkit(word: str, condition: str, toolkit_macros: frozenset[str]) -> bool:
     """Is the branch this directive opens compiled only by NVIDIA's toolkit: a version test
     that is false where the macro is undefined (``#if __CUDACC_VER_MAJOR__ >= 11``,
-    ``#ifdef CUDART_VERSION``) or hipified (``#if CUDA_VERSION >= 11000``), or a test of a macro only such branches define (``#ifdef
-    FLASHINFER_CP_ASYNC_ENABLED``)? Not with ``||``, ``!`` or ``<``, which may hold there."""
+    ``#ifdef CUDART_VERSION``) or hipified (``#if CUDA_VERSION >= 11000``), or a test of a
+    macro only such branches define (``#ifdef FLASHINFER_CP_ASYNC_ENABLED``)? Not with
+    ``||``, ``!`` or ``<``, which may hold there."""
     if word == "ifdef":
         name = condition.strip()
         return bool(_TOOLKIT_MACRO.fullmatch(name)) or name in toolkit_macros
