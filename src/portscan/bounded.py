@@ -31,13 +31,12 @@ class PatternTimeout(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Regex:
-    """A rule's regular expression; ``search``/``finditer`` as in ``re``, under a budget."""
+    """A rule's regular expression; ``search``/``finditer`` as in ``re``, under a budget.
+    The rule reader checks its syntax (``TableReader.regex``); a copy loaded from the
+    rule-pack cache was checked when stored, and is compiled only where it is used."""
 
     pattern: str
     _compiled: Any = field(default=None, init=False, repr=False, compare=False, hash=False)
-
-    def __post_init__(self) -> None:
-        re.compile(self.pattern)  # the rule syntax: raises re.error as before
 
     @property
     def _engine(self) -> Any:

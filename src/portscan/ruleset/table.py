@@ -107,9 +107,10 @@ class TableReader:
         if not isinstance(value, str) or not value:
             raise PatternError(self.key(name), "expected a regular expression string")
         try:
-            return Regex(value)
+            re.compile(value)
         except re.error as exc:
             raise PatternError(self.key(name), f"invalid regular expression: {exc}") from None
+        return Regex(value)
 
     def literals(self, name: str) -> tuple[Literal, ...]:
         value = self.raw(name, False)
