@@ -201,3 +201,21 @@ def test_sources_made_cxx_beside_find_package_hip_are_a_hip_build(tmp_path: Path
     write(tmp_path, {"CMakeLists.txt": OLD_HIP_BUILD.replace("find_package(hip)", "").replace("hip::", "")})
     files = discover([tmp_path], Excludes.of(None), False).files
     assert hip_built(files, lambda path: path.read_text(), tmp_path) == set()
+
+
+def test_the_nvidia_jobs_of_a_ci_that_has_amd_ones(tmp_path: Path, rules) -> None:
+    """LMCache's Buildkite runs AMD jobs (``scripts/amd-vllm-bench.sh``) beside its NVIDIA
+    ones (``scripts/multiprocessing-test/launch-containers.sh``, ``docker run --gpus all``
+    on CUDA images): those stay NVIDIA's, as a CUDA-named file beside a ROCm one does. A CI
+    folder without AMD jobs keeps its findings, and so does a project script outside it."""
+    nvidia_job = "docker run --gpus all --runtime nvidia lmcache/vllm-openai:latest\nnvidia-smi\n"
+    write(tmp_path, {".buildkite/scripts/multiprocessing-test/launch-containers.sh": nvidia_job,
+                     ".buildkite/scripts/amd-vllm-bench.sh": "docker run --device /dev/kfd rocm/vllm\n",
+                     ".github/workflows/test.yml": "jobs:\n  t:\n    runs-on: ubuntu-latest\n"
+                                                  "    container: nvidia/cuda:12.4.1-devel-ubuntu22.04\n",
+                     "examples/run.sh": nvidia_job})
+    found = severities(tmp_path, rules)
+    buildkite = [s for (path, _), s in found.items() if path.startswith(".buildkite/scripts/multi")]
+    assert buildkite and all(s == {"info"} for s in buildkite)
+    assert any(s - {"info"} for (path, _), s in found.items() if path == "examples/run.sh")
+    assert any(s - {"info"} for (path, _), s in found.items() if path == ".github/workflows/test.yml")

@@ -1,6 +1,6 @@
 """What a project ports itself, or ports beside: CUDA files that are one arm of a choice.
 
-Three project-level facts, like :mod:`portscan.gated`, whose files' findings take the
+Project-level facts, like :mod:`portscan.gated`, whose files' findings take the
 ``vendor-branch`` guard:
 
 - **ROCm siblings** (:func:`rocm_siblings`): a file named for CUDA beside the same name
@@ -14,6 +14,9 @@ Three project-level facts, like :mod:`portscan.gated`, whose files' findings tak
 - **CUDA-version arms** (:func:`cuda_version_arms`): a file named for one CUDA release
   (``cu118-Linux.sh``, ``Dockerfile.cu121``, ``requirements-cuda12.1.txt``) is one arm of
   a matrix of CUDA builds: a port adds ROCm arms beside it, it does not edit it;
+- **NVIDIA jobs of a CI that has AMD ones** (:func:`nvidia_ci_jobs`): where a CI folder
+  holds files named for AMD GPUs (``.buildkite/scripts/amd-vllm-bench.sh``), its other
+  files are the NVIDIA jobs beside them;
 - **sources built for HIP** (:func:`hip_built`), below.
 
 A project whose own CMake compiles its CUDA sources as HIP (llama.cpp's ``ggml-hip``:
@@ -57,10 +60,36 @@ _RECURSE = re.compile(r"(?i)\bfile\s*\(\s*GLOB_RECURSE\b[^)]*")
 
 
 def ported_files(files: Sequence[SourcePath], built: frozenset[str]) -> frozenset[str]:
-    """Every file (a path relative to the scan root) of the three facts: ``built``, what
+    """Every file (a path relative to the scan root) of the facts: ``built``, what
     :func:`hip_built` gives (the only one that reads files, so a caller may keep it in a
-    cache), ROCm siblings and CUDA-version arms."""
-    return built | rocm_siblings(files) | cuda_version_arms(files) | _same_but_vendor(files)
+    cache), ROCm siblings, CUDA-version arms and the NVIDIA jobs of a CI that has AMD ones."""
+    return (built | rocm_siblings(files) | cuda_version_arms(files) | _same_but_vendor(files)
+            | nvidia_ci_jobs(files))
+
+
+#: the top folders that hold a project's CI definitions and the scripts its jobs run
+_CI_ROOTS = frozenset({".buildkite", ".github", ".gitlab", ".circleci", ".ci", "ci", ".jenkins", "jenkins"})
+#: an AMD GPU named in a path (``amd-vllm-bench.sh``, ``k3_tests/amd/``, ``build_rocm_artifacts.yml``)
+_AMD_IN_PATH = re.compile(r"(?i)(?<![a-z])(?:rocm|hip|amd|mi\d{3}x?)(?:[-_.]?\d+(?:\.\d+)*)?(?![a-z])")
+
+
+def nvidia_ci_jobs(files: Sequence[SourcePath]) -> frozenset[str]:
+    """The CI files (not Python modules) that name no AMD GPU, under a CI folder
+    (``.buildkite/``, ``.github/``, ``ci/``, ...) that holds files naming one
+    (``.buildkite/scripts/amd-vllm-bench.sh``, ``.github/workflows/build_rocm_artifacts.yml``):
+    the project's CI already runs on AMD GPUs, beside NVIDIA jobs that stay NVIDIA's. Read
+    from paths only: a script the AMD jobs share is not told apart."""
+    by_root: dict[str, list[SourcePath]] = {}
+    for f in files:
+        top, _, rest = f.rel.partition("/")
+        if rest and top.lower() in _CI_ROOTS and f.kind != "python":
+            by_root.setdefault(top, []).append(f)
+    found: set[str] = set()
+    for group in by_root.values():
+        amd = {f.rel for f in group if _AMD_IN_PATH.search(f.rel.partition("/")[2])}
+        if amd:
+            found.update(f.rel for f in group if f.rel not in amd)
+    return frozenset(found)
 
 
 def hip_built(files: Sequence[SourcePath], read: Callable[[Path], str | None], root: Path) -> frozenset[str]:
