@@ -544,3 +544,25 @@ def test_a_folder_named_for_the_platform_adapts_no_library(rules) -> None:
     [finding] = [f for f in scan_source(source, "lmcache/v1/platform/devices/cuda/utils.py", rules)
                  if f.rule == "PS714"]
     assert finding.guard is None
+
+
+@pytest.mark.parametrize(("flag", "guard"), [
+    ("HAS_FLASH_ATTN_HOPPER", "fallback"),
+    ("has_flash_attn_3", "fallback"),
+    ("FA3_AVAILABLE", "fallback"),
+    ("USE_FA3", None),  # a choice, not a presence flag
+    ("HAS_TRITON", None),  # another library's flag
+])
+def test_a_presence_flag_may_call_the_library_by_another_name(rules, flag: str, guard: str | None) -> None:
+    """FlashAttention-3's module is ``flash_attn_interface``, but the flags its probes set
+    say ``HAS_FLASH_ATTN_HOPPER`` or ``has_flash_attn_3`` (yunchang, xfuser): PS702's
+    ``flag_names`` let them guard its import as ``if HAS_FLASH_ATTN:`` guards flash-attn's."""
+    source = f"""
+    from .probes import {flag}
+    if {flag}:
+        from flash_attn_interface import flash_attn_func as flash3_attn_func
+    else:
+        flash3_attn_func = None
+    """
+    [finding] = [f for f in _scan(source, rules) if f.rule == "PS702"]
+    assert finding.guard == guard

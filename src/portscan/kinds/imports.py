@@ -62,6 +62,11 @@ class ImportPattern:
     #: ROCm builds): an import under ``if probe():`` is only tried where it works, so it is
     #: guarded like one in a ``try`` whose handler falls back (guard ``fallback``)
     probes: tuple[str, ...] = ()
+    #: what presence flags call the library besides its module's name, lower case without
+    #: underscores (``flashattn3``, ``flashattnhopper``, ``fa3`` for FlashAttention-3, whose
+    #: module is ``flash_attn_interface``): an import under ``if HAS_FLASH_ATTN_HOPPER:`` is
+    #: guarded like one under ``if HAS_FLASH_ATTN_INTERFACE:``
+    flag_names: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> ImportPattern:
@@ -72,7 +77,11 @@ class ImportPattern:
         for name in probes:
             if not name.isidentifier():
                 raise PatternError(r.key("probes"), f"{name!r} is not an identifier")
-        return cls(modules=r.dotted("modules"), uses=bool(uses), probes=probes)
+        flag_names = r.texts("flag_names", required=False, what="lower-case name without underscores")
+        for name in flag_names:
+            if not name.isalnum() or name != name.lower():
+                raise PatternError(r.key("flag_names"), f"{name!r} is not a lower-case name without underscores")
+        return cls(modules=r.dotted("modules"), uses=bool(uses), probes=probes, flag_names=flag_names)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         """The module's segments, with an import statement naming its package, or a
@@ -94,7 +103,9 @@ class ImportPattern:
                "to `importlib.import_module`." + (
                    f" An import under `if` {code_list(self.probes)}`():` (an availability check that accepts "
                    "the library's ROCm build) is guarded like one in a `try` whose handler falls back "
-                   "(guard `fallback`)." if self.probes else "")
+                   "(guard `fallback`)." if self.probes else "") + (
+                   f" So is one under `if` a presence flag that names {code_list(self.flag_names)} "
+                   "(`if HAS_FLASH_ATTN_HOPPER:`)." if self.flag_names else "")
 
     def covers(self, name: str) -> bool:
         """Is ``name`` one of the modules or below one (``apex.amp`` under ``apex``)?"""

@@ -209,11 +209,13 @@ def presence_flags(test: cst.BaseExpression) -> frozenset[str]:
     return frozenset(found)
 
 
-def flags_package(flags: frozenset[str], module: str) -> bool:
+def flags_package(flags: frozenset[str], module: str, names: Sequence[str] = ()) -> bool:
     """Does one of these folded presence flags name ``module``'s package
-    (``hasflashattn`` for ``flash_attn.bert_padding``)?"""
+    (``hasflashattn`` for ``flash_attn.bert_padding``), or one of the other ``names`` the
+    library goes by (``hasflashattnhopper`` for ``flash_attn_interface``)?"""
     package = module.split(".")[0].lower().replace("_", "")
-    return bool(package) and any(package in flag for flag in flags)
+    called = [n for n in (package, *names) if n]
+    return any(name in flag for flag in flags for name in called)
 
 
 def is_vendor_check(expr: cst.CSTNode) -> bool:

@@ -2321,7 +2321,8 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver,
         folded = False
         if statement is not None and guard is None and any(
                 s <= start and end <= e and (not probes.isdisjoint(_probes(rule))
-                                             or flags_package(flags, variables.get("module", "")))
+                                             or flags_package(flags, variables.get("module", ""),
+                                                              getattr(rule.pattern, "flag_names", ())))
                 for (s, e), probes, flags in availability_ifs):
             guard = FALLBACK  # `if is_flash_attn_2_available():` / `if HAS_FLASH_ATTN:` then the import
         if statement is not None:  # an import rule's own statement
