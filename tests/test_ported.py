@@ -219,3 +219,24 @@ def test_the_nvidia_jobs_of_a_ci_that_has_amd_ones(tmp_path: Path, rules) -> Non
     assert buildkite and all(s == {"info"} for s in buildkite)
     assert any(s - {"info"} for (path, _), s in found.items() if path == "examples/run.sh")
     assert any(s - {"info"} for (path, _), s in found.items() if path == ".github/workflows/test.yml")
+
+
+def test_a_library_the_project_installs_in_a_rocm_build(tmp_path: Path, rules) -> None:
+    """LMCache's ``requirements/rocm_core.txt`` lists ``cupy-rocm-7-0``: its ``import cupy``
+    works on ROCm (PS711's ``rocm_builds``), so it is info, guard ``rocm-build``; without
+    that line it stays a warning."""
+    code = "import cupy\n\ndef stream(s):\n    return cupy.cuda.ExternalStream(s)\n"
+    write(tmp_path, {"lmc/cache.py": code, "requirements/rocm_core.txt": "torch\ncupy-rocm-7-0\n",
+                     "requirements/cuda.txt": "cupy-cuda12x\n"})
+    [finding] = [f for f in scan_paths([tmp_path], rules).findings if f.rule == "PS711"]
+    assert (finding.severity.value, finding.guard) == ("info", "rocm-build")
+    (tmp_path / "requirements/rocm_core.txt").write_text("torch\n")
+    [finding] = [f for f in scan_paths([tmp_path], rules).findings if f.rule == "PS711"]
+    assert (finding.severity.value, finding.guard) == ("warning", None)
+
+
+def test_rocm_builds_are_read_from_the_manifests_words() -> None:
+    from portscan.ported import rocm_builds_listed
+    texts = ["cupy_rocm_7_0>=13.0 ; platform_system == 'Linux'\n", '[project]\ndependencies = ["numpy"]\n']
+    assert rocm_builds_listed(texts, ["cupy-rocm-*", "onnxruntime-rocm"]) == {"cupy-rocm-*"}
+    assert rocm_builds_listed(["cupy-cuda12x\n"], ["cupy-rocm-*"]) == frozenset()

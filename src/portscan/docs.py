@@ -204,6 +204,8 @@ def render_rule_page(rule: Rule, banner: bool = True) -> str:
         *([f"An import whose `except` handler, or the `else` of its availability `if`, binds each name to one of "
            f"{code_list(rule.equivalents)} loses nothing: info (guard `fallback-equivalent`).", ""]
           if rule.equivalents else []),
+        *([f"Where a manifest of the project lists {code_list(rule.rocm_builds)} (a ROCm build of the library), "
+           "its findings are info (guard `rocm-build`).", ""] if rule.rocm_builds else []),
         *([f"Inside a def or class named for {code_list(rule.formats)}, or a branch whose test names one, "
            "the format defines the value: info (guard `format-defined`).", ""]
           if rule.formats else []),

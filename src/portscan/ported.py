@@ -35,12 +35,13 @@ hipifies at build time is not a port, and its findings stay.
 
 from __future__ import annotations
 
+import fnmatch
 import glob
 import itertools
 import os
 import posixpath
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 from portscan.discover import SourcePath
@@ -109,6 +110,29 @@ def hip_built(files: Sequence[SourcePath], read: Callable[[Path], str | None], r
     arms = {f.path.resolve() for f, content in rest
             if (mine := set(_cuda_sources(f.path, content))) and mine <= built}
     return frozenset(p.relative_to(top).as_posix() for p in built | arms if p.is_relative_to(top))
+
+
+#: a distribution name as manifests write it (``cupy-rocm-7-0``, ``onnxruntime_rocm``)
+_DISTRIBUTION = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+#: the manifests whose names say what the project installs
+_MANIFEST_KINDS = frozenset({"requirements", "pyproject", "setupcfg"})
+
+
+def manifests(files: Sequence[SourcePath]) -> list[SourcePath]:
+    """The files that say what the project installs: requirements files, ``pyproject.toml``,
+    ``setup.cfg`` and ``setup.py``."""
+    return [f for f in files
+            if f.kind in _MANIFEST_KINDS or f.kind == "python" and f.rel.rsplit("/", 1)[-1] == "setup.py"]
+
+
+def rocm_builds_listed(texts: Iterable[str], globs: Iterable[str]) -> frozenset[str]:
+    """Which of ``globs`` (lower-case distribution names or globs: ``cupy-rocm-*``) a word
+    of the manifests' ``texts`` matches, ``_`` read as ``-``: the project installs a ROCm
+    build of that library itself (LMCache's ``requirements/rocm_core.txt`` lists
+    ``cupy-rocm-7-0``)."""
+    wanted = tuple(globs)
+    names = {word.lower().replace("_", "-") for text in texts for word in _DISTRIBUTION.findall(text)}
+    return frozenset(g for g in wanted if any(fnmatch.fnmatchcase(name, g) for name in names))
 
 
 def _compiled_as_hip(cmake_file: Path, content: str) -> Iterator[Path]:

@@ -35,9 +35,10 @@ from portscan.match import Match, snippet
 from portscan.kinds.common import is_at_or_below
 from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.gated import gated_paths, inside
-from portscan.ported import hip_built, ported_files
+from portscan.ported import hip_built, manifests, ported_files, rocm_builds_listed
 from portscan.vendored import vendored_library, vendored_roots
-from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, VENDOR_BRANCH, VENDORED, guarded_severity
+from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, ROCM_BUILD, VENDOR_BRANCH, VENDORED
+from portscan.match.levels import guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.bounded import PatternTimeout
 from portscan.pool import map_in_processes
@@ -667,6 +668,24 @@ def _own_cuda_names(findings: list[Finding], discovery: Discovery, inputs: _Inpu
     return [f for f in findings if id(f) not in own] if own else findings
 
 
+def _rocm_builds(findings: list[Finding], discovery: Discovery, inputs: _Inputs) -> list[Finding]:
+    """Findings of rules whose library the project installs in a ROCm build of its own
+    (a rule's ``rocm_builds``, listed in one of its manifests: ``cupy-rocm-7-0``) are
+    ``info``, guard ``rocm-build``: the library works on ROCm for this project."""
+    wanted = {rule.code: rule.rocm_builds for rule in inputs.rules.rules if rule.rocm_builds}
+    if not any(f.rule in wanted and f.severity is not Severity.INFO for f in findings):
+        return findings
+    texts = [t for t in map(functools.partial(_text_or_none, inputs), (m.path for m in manifests(discovery.files)))
+             if t is not None]
+    listed = rocm_builds_listed(texts, {g for globs in wanted.values() for g in globs})
+    settled = {code for code, globs in wanted.items() if listed.intersection(globs)}
+    if not settled:
+        return findings
+    return [dataclasses.replace(f, severity=Severity.INFO, guard=ROCM_BUILD, fix=None)
+            if f.rule in settled and f.guard != TYPE_CHECKING_GUARD and f.severity is not Severity.INFO else f
+            for f in findings]
+
+
 def _gated_cached(discovery: Discovery, inputs: _Inputs, text: Callable[[SourcePath], str | None]
                   ) -> frozenset[Path]:
     """:func:`portscan.gated.gated_paths`, kept in the cache under the size and mtime of
@@ -768,6 +787,7 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
     errors = list(discovery.errors) + [r.error for r in results if r.error]
     findings = _own_cuda_names(_vendor_gated(_in_vendored_library([f for r in results for f in r.findings], discovery),
                                              discovery, inputs, extensions), discovery, inputs)
+    findings = _rocm_builds(findings, discovery, inputs)
     return ScanResult(
         root=str(discovery.root),
         files_scanned=len(results),

@@ -37,6 +37,7 @@ MESSAGE_ONLY = "message-only"
 NO_CONSUMER = "no-consumer"
 FORMAT_DEFINED = "format-defined"
 INTEGRATION = "integration"
+ROCM_BUILD = "rocm-build"
 
 #: A guard's effect on severity; ``None`` means "one step lower".
 _GUARD_SEVERITY: dict[str, Severity | None] = {
@@ -51,12 +52,13 @@ _GUARD_SEVERITY: dict[str, Severity | None] = {
     NO_CONSUMER: Severity.INFO,
     FORMAT_DEFINED: Severity.INFO,
     INTEGRATION: Severity.INFO,
+    ROCM_BUILD: Severity.INFO,
 }
 _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
                   Severity.INFO: Severity.INFO}
 #: When regions nest, the strongest guard wins.
-GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, INTEGRATION, HANDLED, TUNING, MESSAGE_ONLY, NO_CONSUMER,
-               FORMAT_DEFINED, FALLBACK_EQUIVALENT, FALLBACK)
+GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, INTEGRATION, ROCM_BUILD, HANDLED, TUNING, MESSAGE_ONLY,
+               NO_CONSUMER, FORMAT_DEFINED, FALLBACK_EQUIVALENT, FALLBACK)
 
 
 def guarded_severity(severity: Severity, guard: str | None, guarded: Severity | None = None) -> Severity:

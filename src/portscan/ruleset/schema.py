@@ -27,6 +27,7 @@ _KEBAB = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _URL = re.compile(r"^https://\S+$")
 _EXCEPTION = re.compile(r"^[A-Z][A-Za-z0-9_]*$")
 _FORMAT = re.compile(r"^[a-z][a-z0-9]*$")
+_DISTRIBUTION_GLOB = re.compile(r"^[a-z0-9][a-z0-9._*-]*$")
 _ARCH_GLOB = re.compile(r"^gfx[0-9a-f*?]+$")
 MESSAGE_MAX = 160
 
@@ -114,6 +115,10 @@ class Rule:
     #: definition): in a def or class named for one, or a branch whose test names one, a
     #: match is ``info`` (guard ``format-defined``), see docs/rule-format.md#guards
     formats: tuple[str, ...] = ()
+    #: distributions that are ROCm builds of the library the rule is about, as lower-case
+    #: globs (``cupy-rocm-*``): where the project's own manifests list one, the library
+    #: works on ROCm there and the rule's findings are ``info`` (guard ``rocm-build``)
+    rocm_builds: tuple[str, ...] = ()
 
     def severity_for(self, target: Target | None) -> Severity | None:
         """The severity on ``target`` (None: the rule does not apply there)."""
@@ -272,6 +277,8 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
         formats = r.texts("formats", required=False, check=_FORMAT, what="format name such as nvfp4")
         if formats and "python" not in pattern.surfaces:
             raise PatternError("formats", f"only Python rules take formats, not {pattern.kind} rules")
+        rocm_builds = r.texts("rocm_builds", required=False, check=_DISTRIBUTION_GLOB,
+                              what="lower-case distribution name or glob")
         fix = _read_fix(r.raw("fix", False), pattern)
         targets = _read_targets(r.raw("targets", False))
         rule = Rule(
@@ -284,6 +291,7 @@ def parse_rule(data: Mapping[str, Any], origin: str) -> Rule:
             raises=r.texts("raises", required=False, check=_EXCEPTION, what="exception class name"),
             escalate=_read_escalation(r.raw("escalate", False), severity),
             guarded_severity=Severity(guarded) if guarded is not None else None, formats=formats,
+            rocm_builds=rocm_builds,
         )
         r.finish()
         return rule
