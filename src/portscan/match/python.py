@@ -1053,6 +1053,9 @@ class _Resolver:
         #: id(reported node) -> where the value it reports is written, when that is elsewhere (a
         #: helper's flag list reported at the helper's call): a guard there guards the report
         self.origins: dict[int, cst.CSTNode] = {}
+        #: code resolution finds to be a vendor branch: the lists of ``extras_require`` entries
+        #: named for NVIDIA builds (``"cuda": [...]``), which a guard covers like the walk's regions
+        self.regions: list[Region] = []
 
     def run(self) -> None:
         self._mark_listed_only()
@@ -1252,7 +1255,7 @@ class _Resolver:
                     for key, value in self._extras_lists(arg.value, scope):
                         values.append(value)
                         if key is not None and NVIDIA_EXTRA.search(key):  # `"cuda": [...]`: not for AMD users
-                            self.c.regions.append(Region(value, VENDOR_BRANCH))
+                            self.regions.append(Region(value, VENDOR_BRANCH))
                 for value in values:
                     for node in self._string_items(value, scope):
                         yield node, string_text(node) or "", section or "install"
@@ -2252,12 +2255,12 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver,
     reports = _report_nodes(hits)
     if not reports:
         return []
-    regions = collector.regions
+    regions = collector.regions + resolver.regions
     uses = _use_candidates(collector)
     unless = resolver.unless_checked
     checks = collector.name_checks if uses or unless else []
     bindings = _Bindings(collector, reports)
-    helpers = _helper_mentions(module, collector)
+    helpers = _helper_mentions(module, collector, regions)
     raising = any(rule.raises for rule, *_ in reports)  # guard `handled` may apply
     tuned = any(_tunes(rule) for rule, *_ in reports)  # guard `tuning` may apply
     offsets = locate(module, [node for _, _, node, _ in reports] + [node for node, _ in regions]
@@ -2583,10 +2586,11 @@ class _Tries:
         return bool(aliases) and all(bound_to_equivalent(a, any_equivalents) for a in aliases or ())
 
 
-def _helper_mentions(module: cst.Module, collector: _Collector) -> list[tuple[cst.CSTNode, list[cst.Name]]]:
+def _helper_mentions(module: cst.Module, collector: _Collector, regions: Sequence[Region]
+                     ) -> list[tuple[cst.CSTNode, list[cst.Name]]]:
     """(body, mentions) of each private module-level function (``def _check_nvidia(...)``)
     the module mentions, when the module has vendor branches at all."""
-    if not any(guard == VENDOR_BRANCH for _, guard in collector.regions):
+    if not any(guard == VENDOR_BRANCH for _, guard in regions):
         return []
     helpers = {s.name.value: s for s in module.body
                if isinstance(s, cst.FunctionDef) and s.name.value.startswith("_")}
