@@ -23,6 +23,10 @@ REQUIREMENT_SECTIONS = ("install", "optional", "build")
 #: setup() keywords that hold requirements, with the manifest section each counts as
 SETUP_REQUIREMENT_SECTIONS = {"install_requires": "install", "setup_requires": "build",
                               "tests_require": "optional", "extras_require": "optional"}
+#: a project's own helpers that pip-install the requirements they are given when missing
+#: (ultralytics' ``check_requirements``): what they get is installed at run time
+INSTALLER_CALLS = frozenset({"check_requirements", "install_requirements", "install_package", "install_packages",
+                             "pip_install", "ensure_package", "ensure_packages"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +108,9 @@ class RequirementPattern:
         sets += [frozenset({"pip", "install", InCode(word), Fragment(prefix, True)} if prefix
                            else {"pip", "install", InCode(word)})
                  for prefix in prefixes for word in sorted(spawn_words(DEFAULT_SPAWN_CALLEES))]
+        # ... or give it to an installer helper (``check_requirements("onnxruntime-gpu")``)
+        sets += [frozenset({InCode(call), Fragment(prefix, True, quoted=True)} if prefix else {InCode(call)})
+                 for prefix in prefixes for call in sorted(INSTALLER_CALLS)]
         if self.url is not None:
             fragments = regex_fragments(self.url)
             if fragments:  # the direct reference must match too
@@ -165,11 +172,16 @@ class RequirementPattern:
     @classmethod
     def resolve_python(cls, rules: Sequence[tuple[Any, RequirementPattern]], surface: PythonSurface) -> None:
         """``setup(install_requires=[...], extras_require={...}, setup_requires=[...])``,
-        and ``pip install`` commands run through ``subprocess``/``os.system`` (an installer
-        that fetches ``onnxruntime-gpu`` at run time)."""
+        ``pip install`` commands run through ``subprocess``/``os.system`` (an installer
+        that fetches ``onnxruntime-gpu`` at run time), and what a project's installer helper
+        is given (``check_requirements("onnxruntime-gpu" if cuda else "onnxruntime")``)."""
         candidates = [rule for rule, _ in rules]
         for node, text, section in surface.setup_requirements():
             package, met = surface.requirement_rules(text, candidates, section)
+            for rule in met:
+                surface.hit(rule, id(node), node, package=package, requirement=text.strip())
+        for node, text in surface.installer_requirements():
+            package, met = surface.requirement_rules(text, candidates, "install")
             for rule in met:
                 surface.hit(rule, id(node), node, package=package, requirement=text.strip())
         for call, scope in surface.calls:

@@ -86,7 +86,7 @@ from portscan.kinds.sites import ArgumentSite
 from portscan.match.commands import Command, Word, commands as shell_commands, pip_arguments
 from portscan.match.common import parse_requirement, requirement_rules
 from portscan.kinds import Pattern
-from portscan.kinds.requirement import SETUP_REQUIREMENT_SECTIONS
+from portscan.kinds.requirement import INSTALLER_CALLS, SETUP_REQUIREMENT_SECTIONS
 from portscan.ruleset.schema import Rule
 
 #: comparison operators by class name (a view's classes are LibCST's, subclassed)
@@ -1259,6 +1259,18 @@ class _Resolver:
                 for value in values:
                     for node in self._string_items(value, scope):
                         yield node, string_text(node) or "", section or "install"
+
+    def installer_requirements(self) -> Iterator[tuple[cst.BaseExpression, str]]:
+        """(string node, text) of the requirements a project's own installer helper is given
+        at run time, as its first argument: ``check_requirements(("onnx", "onnxruntime-gpu"
+        if cuda else "onnxruntime"))``, ultralytics' check that pip-installs what is missing.
+        Read by the helper's name as written (the project's own, usually in another module)."""
+        for call, scope in self.c.calls:
+            func = call.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
+            if name in INSTALLER_CALLS and call.args and call.args[0].keyword is None and not call.args[0].star:
+                for node in self._string_items(call.args[0].value, scope):
+                    yield node, string_text(node) or ""
 
     def _extras_lists(self, expr: cst.BaseExpression, scope: Scope
                       ) -> Iterator[tuple[str | None, cst.BaseExpression]]:
