@@ -401,3 +401,25 @@ def test_a_cuda_release_test_is_false_after_hipify(rules) -> None:
              for f in scan_source(CUBLAS_MODES, "blas.cu", rules, hipify=load_hipify_names()) if f.rule == "PS924"}
     assert found == {("PS924", 4): ("warning", None), ("PS924", 6): ("info", "vendor-branch"),
                      ("PS924", 9): ("info", "vendor-branch")}
+
+
+LOGICAL_WARP = """\
+#define WARP_SIZE (32)
+__device__ float warp_sum(float v) {
+  for (int i = WARP_SIZE / 2; i; i /= 2) v += __shfl_xor_sync(0xffffffff, v, i, WARP_SIZE);
+  return v;
+}
+"""
+
+
+@pytest.mark.parametrize(("extra", "reported"), [
+    ("", False),  # every shuffle keeps to the 32-lane logical warp
+    ("__device__ float first(float v) { return __shfl_sync(0xffffffff, v, 0); }\n", True),  # lane 0 of 64
+    ("__device__ float down(float v) { return __shfl_down(v, 1, 16); }\n", True),  # another width
+])
+def test_a_warp_size_every_shuffle_passes_as_its_width_is_a_logical_warp(rules, extra: str, reported: bool) -> None:
+    """torch-harmonics' ``#define WARP_SIZE (32)`` with ``__shfl_xor_sync(..., WARP_SIZE)``:
+    on a 64-lane wavefront those shuffles stay inside each half, so the reduction is right
+    (a trap of the corpus); a shuffle without that width reads across halves (YOSO)."""
+    found = [f.rule for f in scan_source(LOGICAL_WARP + extra, "utils.cuh", rules) if f.rule == "PS910"]
+    assert bool(found) == reported

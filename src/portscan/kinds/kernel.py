@@ -35,6 +35,11 @@ class KernelPattern:
     #: assigned as a ``void*`` earlier in the file (``auto kernel = (void*)k<T>;``, a ``const
     #: void* func`` parameter) is no match
     unless_void_pointer: bool = False
+    #: a match that defines a name (``#define WARP_SIZE 32``, ``constexpr int kWarp = 32;``)
+    #: every warp shuffle of the file passes as its width (``__shfl_xor_sync(mask, v, o,
+    #: WARP_SIZE)``, one shuffle at least) is no match: the name sizes a logical warp, and
+    #: shuffles with that width stay inside it on 64-lane wavefronts
+    unless_shuffle_width: bool = False
     #: literal text one piece of which every match contains: a file without any is skipped
     needles: tuple[Needle, ...] = field(default=(), compare=False)
 
@@ -47,7 +52,8 @@ class KernelPattern:
         if isinstance(fits_in, bool) or not isinstance(fits_in, int) or fits_in < 0:
             raise PatternError(r.key("fits_in"), "expected a number of bytes (an integer >= 0)")
         return cls(regex=regex, device_only=r.flag("device_only"), fits_in=fits_in,
-                   unless_void_pointer=r.flag("unless_void_pointer"), needles=needles(regex.pattern, regex.flags))
+                   unless_void_pointer=r.flag("unless_void_pointer"),
+                   unless_shuffle_width=r.flag("unless_shuffle_width"), needles=needles(regex.pattern, regex.flags))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()
@@ -61,8 +67,11 @@ class KernelPattern:
         void = (" A match that ends at a name declared or last assigned as a `void*` earlier in the file "
                 "(`auto kernel = (void*)k<T>;`, a `const void* func` parameter) is not reported."
                 if self.unless_void_pointer else "")
+        width = (" A match that defines a name every warp shuffle of the file passes as its width "
+                 "(`__shfl_xor_sync(mask, v, o, WARP_SIZE)`; one shuffle at least) is not reported: a logical "
+                 "warp." if self.unless_shuffle_width else "")
         return (f"Kernel source text matching `{self.regex.pattern}` in {where}, with comments and strings "
-                f"ignored.{fits}{void}")
+                f"ignored.{fits}{void}{width}")
 
     def match_kernel(self, source: KernelSource) -> Iterator[Span]:
         if (self.device_only and not source.device) or not present(self.needles, source.code, source.lowered):
@@ -74,7 +83,50 @@ class KernelPattern:
                     continue
             if self.unless_void_pointer and void_pointer_at(source.code, match.end() - 1, match.start()):
                 continue
+            if self.unless_shuffle_width and shuffles_pass_width(source.code, match.group(0)):
+                continue
             yield match.start(), match.end()
+
+
+#: a warp shuffle call and where its arguments start
+_SHUFFLE = re.compile(r"\b__shfl(?:_xor|_up|_down)?(?:_sync)?[ \t]*\(")
+#: the name a match defines: ``#define NAME``, or ``NAME =`` / ``NAME{``
+_DEFINED_NAME = re.compile(r"#[ \t]*define[ \t]+(\w+)|(\w+)[ \t]*[={]")
+
+
+def shuffles_pass_width(code: str, matched: str) -> bool:
+    """Does every warp shuffle in ``code`` (one at least) pass the name ``matched`` defines
+    as its last argument, the width (four arguments for ``__shfl*_sync``, three otherwise)?"""
+    found = _DEFINED_NAME.search(matched)
+    name = (found.group(1) or found.group(2)) if found else None
+    calls = list(_SHUFFLE.finditer(code))
+    if name is None or not calls:
+        return False
+    for call in calls:
+        arguments = _arguments(code, call.end())
+        wanted = 4 if call.group(0).rstrip("( \t").endswith("_sync") else 3
+        if arguments is None or len(arguments) != wanted or arguments[-1].strip("() \t\n") != name:
+            return False
+    return True
+
+
+def _arguments(code: str, start: int) -> list[str] | None:
+    """The top-level arguments of the call whose ``(`` ends at ``start`` (None: unbalanced
+    within 400 characters)."""
+    depth, begin, found = 0, start, []
+    for i in range(start, min(len(code), start + 400)):
+        ch = code[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                found.append(code[begin:i])
+                return found
+            depth -= 1
+        elif ch == "," and depth == 0:
+            found.append(code[begin:i])
+            begin = i + 1
+    return None
 
 
 #: a plain name, not a call, a template, a qualified name or a member
