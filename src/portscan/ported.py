@@ -70,8 +70,6 @@ def ported_files(files: Sequence[SourcePath], built: frozenset[str]) -> frozense
 
 #: the top folders that hold a project's CI definitions and the scripts its jobs run
 _CI_ROOTS = frozenset({".buildkite", ".github", ".gitlab", ".circleci", ".ci", "ci", ".jenkins", "jenkins"})
-#: an AMD GPU named in a path (``amd-vllm-bench.sh``, ``k3_tests/amd/``, ``build_rocm_artifacts.yml``)
-_AMD_IN_PATH = re.compile(r"(?i)(?<![a-z])(?:rocm|hip|amd|mi\d{3}x?)(?:[-_.]?\d+(?:\.\d+)*)?(?![a-z])")
 
 
 def nvidia_ci_jobs(files: Sequence[SourcePath]) -> frozenset[str]:
@@ -190,6 +188,9 @@ _ROCM_WORDS = ("rocm", "hip", "amd")
 #: a vendor word in a file name, with the release written after it (``cuda12``, ``rocm-6.2``)
 _VENDOR_TOKEN = re.compile(r"(?i)(?<![a-z])(cuda|nvidia|rocm|hip|amd)(?:[-_.]?\d+(?:\.\d+)*)?(?![a-z])")
 _CUDA_VENDORS = frozenset({"cuda", "nvidia"})
+#: an AMD GPU named in a path, as a vendor word or an Instinct model (``amd-vllm-bench.sh``,
+#: ``k3_tests/amd/``, ``build_rocm_artifacts.yml``, ``mi300x/``)
+_AMD_IN_PATH = re.compile(rf"(?i)(?<![a-z])(?:{'|'.join(_ROCM_WORDS)}|mi\d{{3}}x?)(?:[-_.]?\d+(?:\.\d+)*)?(?![a-z])")
 #: file kinds whose plain file beside a ROCm-named one is the other arm: an image is built
 #: from one definition, never from two (a requirements file, by contrast, is often the
 #: shared base the ROCm one includes)

@@ -113,20 +113,32 @@ def shuffles_pass_width(code: str, matched: str) -> bool:
 def _arguments(code: str, start: int) -> list[str] | None:
     """The top-level arguments of the call whose ``(`` ends at ``start`` (None: unbalanced
     within 400 characters)."""
-    depth, begin, found = 0, start, []
-    for i in range(start, min(len(code), start + 400)):
+    stop, begin, found = min(len(code), start + 400), start, []
+    while True:
+        end = _argument_end(code, begin, stop, ",")
+        if end == stop:
+            return None
+        found.append(code[begin:end])
+        if code[end] != ",":  # the call's closing bracket
+            return found
+        begin = end + 1
+
+
+def _argument_end(code: str, start: int, stop: int, ends: str) -> int:
+    """Where the argument starting at ``start`` ends: the first of ``ends`` outside
+    brackets, a closing bracket of the call, or ``stop``."""
+    depth = 0
+    for i in range(start, stop):
         ch = code[i]
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
             if depth == 0:
-                found.append(code[begin:i])
-                return found
+                return i
             depth -= 1
-        elif ch == "," and depth == 0:
-            found.append(code[begin:i])
-            begin = i + 1
-    return None
+        elif ch in ends and depth == 0:
+            return i
+    return stop
 
 
 #: a plain name, not a call, a template, a qualified name or a member
@@ -166,19 +178,7 @@ def constant_argument(code: str, end: int) -> int | None:
     if rest is None:
         return None
     start = end + rest.end()
-    depth, i = 0, start
-    while i < len(code) and i < start + 400:
-        ch = code[i]
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            if depth == 0:
-                break
-            depth -= 1
-        elif ch in ",;" and depth == 0:
-            break
-        i += 1
-    return _evaluate(code[start:i], code[:end], 3)
+    return _evaluate(code[start:_argument_end(code, start, min(len(code), start + 400), ",;")], code[:end], 3)
 
 
 def _evaluate(text: str, before: str, depth: int) -> int | None:

@@ -188,9 +188,9 @@ class PythonSurface(Protocol):
     def setup_requirements(self) -> Iterator[tuple[cst.BaseExpression, str, str]]:
         """(node, requirement text, section) of the strings ``setup(...)`` declares."""
 
-    def installer_requirements(self) -> Iterator[tuple[cst.BaseExpression, str]]:
-        """(node, requirement text) of what a project's installer helper is given at run time
-        (``check_requirements(...)``, see ``portscan.kinds.requirement.INSTALLER_CALLS``)."""
+    def installer_requirements(self) -> Iterator[tuple[cst.BaseExpression, str, str]]:
+        """(node, requirement text, ``"install"``) of what a project's installer helper is given
+        at run time (``check_requirements(...)``, see ``portscan.kinds.requirement.INSTALLER_CALLS``)."""
 
     def requirement_rules(self, text: str, rules: Sequence[Any], section: str,
                           indexed: bool = False) -> tuple[str, list[Any]]:

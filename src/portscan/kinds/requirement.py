@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
@@ -176,12 +178,8 @@ class RequirementPattern:
         that fetches ``onnxruntime-gpu`` at run time), and what a project's installer helper
         is given (``check_requirements("onnxruntime-gpu" if cuda else "onnxruntime")``)."""
         candidates = [rule for rule, _ in rules]
-        for node, text, section in surface.setup_requirements():
+        for node, text, section in itertools.chain(surface.setup_requirements(), surface.installer_requirements()):
             package, met = surface.requirement_rules(text, candidates, section)
-            for rule in met:
-                surface.hit(rule, id(node), node, package=package, requirement=text.strip())
-        for node, text in surface.installer_requirements():
-            package, met = surface.requirement_rules(text, candidates, "install")
             for rule in met:
                 surface.hit(rule, id(node), node, package=package, requirement=text.strip())
         for call, scope in surface.calls:

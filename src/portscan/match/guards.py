@@ -72,7 +72,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from portscan.leancst import exactly
-from portscan.match.syntax import ATTRIBUTE, children, dotted, small_statements, string_text
+from portscan.match.syntax import ATTRIBUTE, children, dotted, small_statements, string_text, tuple_items
 from portscan.match.levels import (  # noqa: F401 - re-exported
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -309,9 +309,7 @@ def _caught(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> frozenset[str
     """The exception names (last dotted part) a handler catches; ``"*"`` when bare."""
     if handler.type is None:
         return frozenset({"*"})
-    types = handler.type.elements if isinstance(handler.type, cst.Tuple) else None
-    names = [e.value for e in types] if types is not None else [handler.type]
-    return frozenset(chain[1][-1] for chain in map(dotted, names) if chain is not None)
+    return frozenset(chain[1][-1] for chain in map(dotted, tuple_items(handler.type)) if chain is not None)
 
 
 def handler_falls_back(handler: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:

@@ -79,6 +79,7 @@ from portscan.match.syntax import (
     source_snippet,
     small_statements,
     string_text,
+    tuple_items,
 )
 from portscan.kinds.common import is_at_or_below
 from portscan.kinds.python_surface import same_text
@@ -691,8 +692,7 @@ class _Collector(Walker):
     def visit_ExceptHandler(self, node: cst.ExceptHandler | cst.ExceptStarHandler) -> bool:
         self._visit(node.type)
         if node.type is not None:
-            self.handled_types.update(id(t) for t in (
-                [e.value for e in node.type.elements] if isinstance(node.type, cst.Tuple) else [node.type]))
+            self.handled_types.update(map(id, tuple_items(node.type)))
         if node.name is not None:
             self._bind_target(node.name.name, None)
         self._visit(node.body)
@@ -800,8 +800,7 @@ class _Collector(Walker):
         elif callee in ("isinstance", "issubclass") and len(node.args) == 2:
             types = node.args[1].value
             self.tested_containers.add(id(types))
-            self.type_operands.update(id(t) for t in (
-                [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]))
+            self.type_operands.update(map(id, tuple_items(types)))
         elif callee in _CONVERSIONS and node.args and not node.args[0].star:
             self._mark_operand(node.args[0].value)
         elif callee in ("get", "pop") and isinstance(func, cst.Attribute) and node.args:
@@ -1260,17 +1259,16 @@ class _Resolver:
                     for node in self._string_items(value, scope):
                         yield node, string_text(node) or "", section or "install"
 
-    def installer_requirements(self) -> Iterator[tuple[cst.BaseExpression, str]]:
-        """(string node, text) of the requirements a project's own installer helper is given
+    def installer_requirements(self) -> Iterator[tuple[cst.BaseExpression, str, str]]:
+        """(string node, text, section ``"install"``) of the requirements a project's own installer helper is given
         at run time, as its first argument: ``check_requirements(("onnx", "onnxruntime-gpu"
         if cuda else "onnxruntime"))``, ultralytics' check that pip-installs what is missing.
         Read by the helper's name as written (the project's own, usually in another module)."""
         for call, scope in self.c.calls:
-            func = call.func
-            name = func.attr.value if isinstance(func, cst.Attribute) else getattr(func, "value", None)
-            if name in INSTALLER_CALLS and call.args and call.args[0].keyword is None and not call.args[0].star:
-                for node in self._string_items(call.args[0].value, scope):
-                    yield node, string_text(node) or ""
+            first = call.args[0] if call.args else None
+            if _callee_name(call) in INSTALLER_CALLS and first is not None and first.keyword is None and not first.star:
+                for node in self._string_items(first.value, scope):
+                    yield node, string_text(node) or "", "install"
 
     def _extras_lists(self, expr: cst.BaseExpression, scope: Scope
                       ) -> Iterator[tuple[str | None, cst.BaseExpression]]:

@@ -61,6 +61,12 @@ def dotted(node: cst.BaseExpression) -> tuple[list[cst.BaseExpression], list[str
     return nodes, parts
 
 
+def tuple_items(expr: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The items of a tuple literal, or the expression itself: what ``isinstance(x, T)``
+    and ``except T:`` name, one type or several."""
+    return [e.value for e in expr.elements] if isinstance(expr, cst.Tuple) else [expr]
+
+
 def small_statements(suite: cst.BaseSuite) -> list[cst.CSTNode]:
     """The statements of a block as they run: a simple line's small statements each, a
     compound statement whole (``x = 1; y = 2`` is two, an ``if`` one)."""
