@@ -423,3 +423,31 @@ def test_a_warp_size_every_shuffle_passes_as_its_width_is_a_logical_warp(rules, 
     (a trap of the corpus); a shuffle without that width reads across halves (YOSO)."""
     found = [f.rule for f in scan_source(LOGICAL_WARP + extra, "utils.cuh", rules) if f.rule == "PS910"]
     assert bool(found) == reported
+
+
+SMEM_LAUNCH = """\
+void launch(Params p, cudaStream_t stream) {{
+{query}  const size_t smem = NUM_STAGES * TILE * HEAD_DIM * sizeof(half);
+  cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  k<<<grid, block, smem, stream>>>(p);
+}}
+"""
+
+
+@pytest.mark.parametrize(("prefix", "query", "reported"), [
+    ("", "", True),  # an unknown size: it may exceed 64 KB of LDS
+    ("", "  int m; cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);\n", False),
+    ("", "  cudaDeviceProp prop; cudaGetDeviceProperties(&prop, 0); check(prop.sharedMemPerBlockOptin);\n", False),
+    ("", "  int m; cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerMultiprocessor, 0);\n", False),
+    ("int limit() {\n  int m;\n  cudaDeviceGetAttribute(&m, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0);\n"
+     "  return m;\n}\n", "", True),  # read in another function, which the launch does not consult here
+    ("", "  // cudaDevAttrMaxSharedMemoryPerBlockOptin would tell\n", True),  # a comment reads nothing
+])
+def test_a_request_sized_from_the_device_limit_adapts_to_amd_lds(rules, prefix: str, query: str,
+                                                                 reported: bool) -> None:
+    """FlashInfer's prefill dispatch reads ``cudaDevAttrMaxSharedMemoryPerMultiprocessor``
+    and picks its KV tiles from it, so its opt-in never asks an MI300 for more than its
+    64 KB (judged false three times in the corpus); PS919 stays for requests nothing sizes."""
+    found = [f.rule for f in scan_source(prefix + SMEM_LAUNCH.format(query=query), "prefill.cu", rules)
+             if f.rule == "PS919"]
+    assert bool(found) == reported

@@ -40,6 +40,12 @@ class KernelPattern:
     #: WARP_SIZE)``, one shuffle at least) is no match: the name sizes a logical warp, and
     #: shuffles with that width stay inside it on 64-lane wavefronts
     unless_shuffle_width: bool = False
+    #: a match whose size is no known constant, in a function that reads the device's
+    #: shared-memory limit before it (``cudaDevAttrMaxSharedMemoryPerBlockOptin``,
+    #: ``...PerMultiprocessor``, ``cudaDeviceProp``'s ``sharedMemPerBlockOptin``), is no match:
+    #: the request is sized or checked against the GPU it runs on, 64 KB of LDS on MI200/MI300
+    #: included (a constant above ``fits_in`` is sized by nothing and stays a match)
+    unless_limit_queried: bool = False
     #: literal text one piece of which every match contains: a file without any is skipped
     needles: tuple[Needle, ...] = field(default=(), compare=False)
 
@@ -53,7 +59,8 @@ class KernelPattern:
             raise PatternError(r.key("fits_in"), "expected a number of bytes (an integer >= 0)")
         return cls(regex=regex, device_only=r.flag("device_only"), fits_in=fits_in,
                    unless_void_pointer=r.flag("unless_void_pointer"),
-                   unless_shuffle_width=r.flag("unless_shuffle_width"), needles=needles(regex.pattern, regex.flags))
+                   unless_shuffle_width=r.flag("unless_shuffle_width"),
+                   unless_limit_queried=r.flag("unless_limit_queried"), needles=needles(regex.pattern, regex.flags))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()
@@ -70,20 +77,25 @@ class KernelPattern:
         width = (" A match that defines a name every warp shuffle of the file passes as its width "
                  "(`__shfl_xor_sync(mask, v, o, WARP_SIZE)`; one shuffle at least) is not reported: a logical "
                  "warp." if self.unless_shuffle_width else "")
+        limit = (" A match whose size is no known constant, in a function that reads the device's shared-memory "
+                 "limit before it (`cudaDevAttrMaxSharedMemoryPerBlockOptin`, `sharedMemPerBlockOptin`, ...), is not "
+                 "reported: the request is sized or checked against the GPU it runs on." if self.unless_limit_queried
+                 else "")
         return (f"Kernel source text matching `{self.regex.pattern}` in {where}, with comments and strings "
-                f"ignored.{fits}{void}{width}")
+                f"ignored.{fits}{void}{width}{limit}")
 
     def match_kernel(self, source: KernelSource) -> Iterator[Span]:
         if (self.device_only and not source.device) or not present(self.needles, source.code, source.lowered):
             return
         for match in self.regex.finditer(source.code):
-            if self.fits_in:
-                size = constant_argument(source.code, match.end())
-                if size is not None and size <= self.fits_in:
-                    continue
+            size = constant_argument(source.code, match.end()) if self.fits_in else None
+            if size is not None and size <= self.fits_in:
+                continue
             if self.unless_void_pointer and void_pointer_at(source.code, match.end() - 1, match.start()):
                 continue
             if self.unless_shuffle_width and shuffles_pass_width(source.code, match.group(0)):
+                continue
+            if self.unless_limit_queried and size is None and limit_queried(source.code, match.start()):
                 continue
             yield match.start(), match.end()
 
@@ -139,6 +151,21 @@ def _argument_end(code: str, start: int, stop: int, ends: str) -> int:
         elif ch in ends and depth == 0:
             return i
     return stop
+
+
+#: the device's opt-in or per-multiprocessor shared-memory limit, read at run time
+_SMEM_LIMIT = re.compile(r"\b(?:cudaDevAttrMaxSharedMemoryPer(?:BlockOptin|Multiprocessor)"
+                         r"|hipDeviceAttributeMaxSharedMemoryPer(?:BlockOptin|Multiprocessor)"
+                         r"|CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_(?:BLOCK_OPTIN|MULTIPROCESSOR)"
+                         r"|sharedMemPer(?:BlockOptin|Multiprocessor))\b")
+
+
+def limit_queried(code: str, at: int) -> bool:
+    """Does the function around ``at`` read the device's shared-memory limit before it?
+    The function is taken to start after the last top-level block closed before ``at``
+    (a ``}`` at the start of a line), or at the file's start."""
+    closed = code.rfind("\n}", 0, at)
+    return _SMEM_LIMIT.search(code, closed + 1 if closed >= 0 else 0, at) is not None
 
 
 #: a plain name, not a call, a template, a qualified name or a member
