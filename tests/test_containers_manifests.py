@@ -250,6 +250,55 @@ def test_extras_named_for_nvidia_builds_are_vendor_branches() -> None:
                      (9, "PS816", "warning", None)]
 
 
+def test_extras_named_for_amd_builds_are_vendor_branches() -> None:
+    """An extra the project put together for AMD GPUs (InvokeAI's ``rocm`` extra, pinning
+    AMD's own triton build that its ROCm torch wheel requires) is not a CUDA requirement;
+    a word that only contains those letters (``champion``, ``shipping``) names no vendor."""
+    text = textwrap.dedent('''\
+        [project]
+        name = "demo"
+
+        [project.optional-dependencies]
+        rocm = ["triton==3.8.0+git4cff872c.rocm10.0.0; sys_platform == 'linux'"]
+        rocm6 = ["triton>=3.0"]
+        shipping = ["triton>=3.0"]
+        ''')
+    found = [(f.span.line, f.rule, f.severity.value, f.guard)
+             for f in scan_source(text, "pyproject.toml", load_rules())]
+    assert found == [(5, "PS819", "info", "vendor-branch"), (6, "PS819", "info", "vendor-branch"),
+                     (7, "PS819", "warning", None)]
+
+
+def test_an_explicit_index_uv_uses_only_for_an_nvidia_extra_is_a_vendor_branch() -> None:
+    """InvokeAI's ``torch-cuda`` index serves only its ``cuda`` extra (``{ index =
+    "torch-cuda", extra = "cuda" }``, a ``rocm`` extra beside it): only an NVIDIA user
+    installs from it. An index a plain source uses still reaches everybody (LeRobot's cu128)."""
+    text = textwrap.dedent('''\
+        [project]
+        name = "demo"
+
+        [[tool.uv.index]]
+        name = "torch-cuda"
+        url = "https://download.pytorch.org/whl/cu130"
+        explicit = true
+
+        [[tool.uv.index]]
+        name = "pytorch-cu128"
+        url = "https://download.pytorch.org/whl/cu128"
+        explicit = true
+
+        [tool.uv.sources]
+        torch = [
+          { index = "torch-cuda", extra = "cuda" },
+          { index = "torch-rocm", extra = "rocm" },
+        ]
+        torchvision = [{ index = "pytorch-cu128", marker = "sys_platform == 'linux'" }]
+        ''')
+    found = [(f.span.line, f.rule, f.severity.value, f.guard)
+             for f in scan_source(text, "pyproject.toml", load_rules())]
+    assert found == [(6, "PS802", "info", "vendor-branch"), (11, "PS802", "error", None)]
+
+
 def test_setup_cfg_extras_named_for_nvidia_builds_are_vendor_branches() -> None:
     """The same for ``setup.cfg``'s ``[options.extras_require]`` (thinc's ``cuda80`` ...
     ``cuda12x`` extras, one per CUDA wheel of CuPy)."""

@@ -51,6 +51,19 @@ def test_fp8_dtype_is_a_warning_only_where_the_module_computes_with_it(rules) ->
     assert fp8("import transformer_engine.pytorch as te") == {("warning", None)}  # imported counts too
 
 
+def test_an_e4m3_bound_is_a_warning_only_where_the_module_computes_in_fp8(rules) -> None:
+    """PS973's `consumers`, PS503's list: InvokeAI's and DiffSynth's `FP8_E4M3_MAX = 448.0`
+    scale weights stored as e4m3fn, the right bound for that checkpoint dtype (info); in a
+    module with a Triton kernel or a scaled GEMM it bounds FP8 maths, 240 on MI300."""
+    def bound(extra: str) -> set[tuple[str, str | None]]:
+        text = f"import torch\n{extra}\nFP8_E4M3_MAX = 448.0\nq = (w / s).to(torch.float8_e4m3fn)\n"
+        return {(f.severity.value, f.guard) for f in scan_source(text, "quant.py", rules) if f.rule == "PS973"}
+
+    assert bound("") == {("info", "no-consumer")}
+    assert bound("import triton\nquantize = triton.jit(quantize_fn)") == {("warning", None)}
+    assert bound("y = torch._scaled_mm(a, b, scale_a=sa, scale_b=sb)") == {("warning", None)}
+
+
 def test_a_cuda_index_in_setuptools_dependency_links_is_no_finding(rules) -> None:
     """PS857's `unless_passed_as`: pip ignores `dependency_links` (since 19.0), so a CUDA
     wheel index there installs nothing; the same URL in a pip command still counts."""

@@ -102,8 +102,8 @@ def test_rdna_targets_take_32_warps() -> None:
 
 
 def test_fp8_bound_is_off_where_e4m3_is_ocp() -> None:
-    source = "FP8_MAX = 448.0\nE4M3_MAX = 448\nFP8_MAX = 240.0\n"
-    assert lines(source, "PS973") == [(1, "warning"), (2, "warning")]
+    source = "import triton\nFP8_MAX = 448.0\nE4M3_MAX = 448\nFP8_MAX = 240.0\nquantize = triton.jit(quantize_fn)\n"
+    assert lines(source, "PS973") == [(2, "warning"), (3, "warning")]
     assert lines(source, "PS973", Target(arch="gfx950")) == []
 
 

@@ -37,7 +37,9 @@ from portscan.match.hipify import load_hipify_names, table_digest
 from portscan.gated import gated_paths, inside
 from portscan.ported import hip_built, manifests, ported_files, rocm_builds_listed
 from portscan.vendored import vendored_library, vendored_roots
-from portscan.match.levels import TYPE_CHECKING as TYPE_CHECKING_GUARD, ROCM_BUILD, VENDOR_BRANCH, VENDORED
+from portscan.unreferenced import VENDORED_FOLDER, unreferenced
+from portscan.match.levels import (TYPE_CHECKING as TYPE_CHECKING_GUARD, ROCM_BUILD, UNREFERENCED, VENDOR_BRANCH,
+                                   VENDORED)
 from portscan.match.levels import guarded_severity
 from portscan.match.floor import project_floor, unmark_declined, wants_torch
 from portscan.bounded import PatternTimeout
@@ -686,6 +688,25 @@ def _rocm_builds(findings: list[Finding], discovery: Discovery, inputs: _Inputs)
             for f in findings]
 
 
+def _unreferenced_vendored(findings: list[Finding], discovery: Discovery, inputs: _Inputs) -> list[Finding]:
+    """Findings in a vendored Python copy, inside a definition nothing else in the project
+    names (their listed uses too), take the ``unreferenced`` guard (info): that code never
+    runs here (see :mod:`portscan.unreferenced`)."""
+    def places(f: Finding) -> list[tuple[str, int]]:  # its own line and the uses it lists
+        return [(f.path, line) for line in (f.span.line, *(line for line, _ in f.uses))]
+
+    candidates = [f for f in findings
+                  if f.severity is not Severity.INFO and VENDORED_FOLDER.search(f.path) and f.path.endswith(".py")]
+    if not candidates:
+        return findings
+    python = [s.rel for s in discovery.files if s.kind == "python"]
+    dead = unreferenced([p for f in candidates for p in places(f)], python,
+                        lambda rel: _text_or_none(inputs, discovery.root / rel))
+    lowered = {id(f) for f in candidates if dead.issuperset(places(f))}
+    return [dataclasses.replace(f, severity=Severity.INFO, guard=UNREFERENCED, fix=None) if id(f) in lowered else f
+            for f in findings]
+
+
 def _gated_cached(discovery: Discovery, inputs: _Inputs, text: Callable[[SourcePath], str | None]
                   ) -> frozenset[Path]:
     """:func:`portscan.gated.gated_paths`, kept in the cache under the size and mtime of
@@ -787,7 +808,7 @@ def _scan(discovery: Discovery, inputs: _Inputs, ahead: dict[Path, _Ahead],
     errors = list(discovery.errors) + [r.error for r in results if r.error]
     findings = _own_cuda_names(_vendor_gated(_in_vendored_library([f for r in results for f in r.findings], discovery),
                                              discovery, inputs, extensions), discovery, inputs)
-    findings = _rocm_builds(findings, discovery, inputs)
+    findings = _unreferenced_vendored(_rocm_builds(findings, discovery, inputs), discovery, inputs)
     return ScanResult(
         root=str(discovery.root),
         files_scanned=len(results),

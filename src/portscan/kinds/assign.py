@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from portscan.kinds.python_surface import PythonSurface, rules_by
-from portscan.kinds.common import PYTHON, code_list
+from portscan.kinds.common import PYTHON, code_list, consumers_sentence
 from portscan.ruleset.prefilter import Token, qualified_sets
 from portscan.ruleset.table import IDENTIFIER, Literal, PatternError, TableReader, literal_in
 
@@ -26,12 +26,23 @@ class AssignPattern:
     targets: tuple[str, ...] = ()
     names: tuple[str, ...] = ()
     values: tuple[Literal, ...] = ()
+    #: the names that compute with the assigned value (``triton.*``, ``torch._scaled_mm``): in
+    #: a module that uses none of them it is only stored or converted, and the assignment is
+    #: ``info`` (guard ``no-consumer``)
+    consumers: tuple[str, ...] = ()
+
+    @property
+    def extra_sites(self) -> frozenset[str]:
+        """The sites only some patterns of the kind read: the name chains of the module, to
+        tell whether it uses a consumer (see ``python_sites``)."""
+        return frozenset({"chains"}) if self.consumers else frozenset()
 
     @classmethod
     def read(cls, r: TableReader) -> AssignPattern:
         pattern = cls(targets=r.dotted("targets", required=False),
                       names=r.texts("names", required=False, check=IDENTIFIER, what="identifier"),
-                      values=r.literals("values"))
+                      values=r.literals("values"),
+                      consumers=r.dotted("consumers", required=False, wildcard=True))
         if bool(pattern.targets) == bool(pattern.names):
             raise PatternError(r.where, "give exactly one of `targets` and `names`")
         return pattern
@@ -42,9 +53,10 @@ class AssignPattern:
     def describe(self) -> str:
         """What it matches, in one or two sentences of Markdown (the rule page's "What it flags")."""
         values = f" with a value of {code_list(map(repr, self.values))}" if self.values else ""
+        consumed = consumers_sentence(self.consumers, "the assignment")
         if self.targets:
-            return f"Assignments to {code_list(self.targets)}{values}."
-        return f"Assignments to variables or attributes named {code_list(self.names)}{values}."
+            return f"Assignments to {code_list(self.targets)}{values}.{consumed}"
+        return f"Assignments to variables or attributes named {code_list(self.names)}{values}.{consumed}"
 
     def accepts_value(self, value: object) -> bool:
         """``value``: the assigned literal, or ``MISSING`` when it is not one."""

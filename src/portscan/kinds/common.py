@@ -4,7 +4,7 @@ helpers their descriptions use."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 WORDISH = re.compile(r"^\w[\w.-]*\w$|^\w$")
 #: a non-empty text on one line, not blank at either end
@@ -45,3 +45,9 @@ def normalize_name(name: str) -> str:
 def code_list(items: Iterable[object]) -> str:
     """``a``, ``b`` as Markdown code spans, for the rule pages."""
     return ", ".join(f"`{item}`" for item in items)
+
+
+def consumers_sentence(consumers: Sequence[str], what: str = "a use") -> str:
+    """The rule page's words for a pattern's ``consumers`` (guard ``no-consumer``)."""
+    return (f" In a module that uses none of {code_list(consumers)} (the code that computes with it), {what} is "
+            "`info`: the value is only stored or converted there.") if consumers else ""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, TYPE_CHECKING
 
 from portscan.kinds.python_surface import PythonSurface, rules_by
-from portscan.kinds.common import PYTHON, code_list, name_matches
+from portscan.kinds.common import PYTHON, code_list, consumers_sentence, name_matches
 from portscan.ruleset.prefilter import Token, qualified_sets, relative_import_anchor
 from portscan.ruleset.table import TableReader
 from portscan.parse import lazy_libcst
@@ -93,8 +93,7 @@ class NamePattern:
                   f"{code_list(self.unless_listed_with)}.") if self.unless_listed_with else ""
         own = (" They also match in the library's own source tree (where its package is the project's "
                "own).") if self.first_party else ""
-        consumed = (f" In a module that uses none of {code_list(self.consumers)} (the code that computes "
-                    "with it), a use is `info`: the value is only stored or converted there.") if self.consumers else ""
+        consumed = consumers_sentence(self.consumers)
         return (f"Uses of {code_list(self.names)}, resolved through import aliases{follow}"
                 + (f", {usage}." if usage else ".") + listed + own + consumed)
 

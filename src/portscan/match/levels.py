@@ -22,9 +22,11 @@ VENDOR_CALL = re.compile(r"^_?is_cuda$")
 VENDOR_TEXT = re.compile(r"(?i)\b(rocm|hip)|\b(nvidia|amd|radeon|instinct|advanced micro devices)\b"
                           r"|^(cuda|tensorrt)executionprovider$")
 
-#: an extra or dependency group named for NVIDIA builds: ``cu118-torch211``, ``cu121onlytorch211``,
-#: ``cuda12``, ``nvidia`` (not ``nocuda``); its requirements are what an AMD user does not install
-NVIDIA_EXTRA = re.compile(r"(?i)cu1\d{1,2}|(?<![a-z])(?:cuda|nvidia)")
+#: an extra or dependency group named for one vendor's builds: NVIDIA's (``cu118-torch211``,
+#: ``cu121onlytorch211``, ``cuda12``, ``nvidia``; not ``nocuda``), whose requirements an AMD user
+#: does not install, or AMD's (``rocm``, ``rocm6``, ``hip``, ``amd``), which the project put
+#: together for AMD GPUs (InvokeAI's ``rocm`` extra pins AMD's own ``triton==3.8.0+...rocm10.0.0``)
+VENDOR_EXTRA = re.compile(r"(?i)cu1\d{1,2}|(?<![a-z])(?:cuda|nvidia)|(?<![a-z])(?:rocm|hip|amd)(?![a-z])")
 
 TYPE_CHECKING = "type-checking"
 VENDOR_BRANCH = "vendor-branch"
@@ -38,6 +40,7 @@ NO_CONSUMER = "no-consumer"
 FORMAT_DEFINED = "format-defined"
 INTEGRATION = "integration"
 ROCM_BUILD = "rocm-build"
+UNREFERENCED = "unreferenced"
 
 #: A guard's effect on severity; ``None`` means "one step lower".
 _GUARD_SEVERITY: dict[str, Severity | None] = {
@@ -53,12 +56,13 @@ _GUARD_SEVERITY: dict[str, Severity | None] = {
     FORMAT_DEFINED: Severity.INFO,
     INTEGRATION: Severity.INFO,
     ROCM_BUILD: Severity.INFO,
+    UNREFERENCED: Severity.INFO,
 }
 _ONE_STEP_DOWN = {Severity.ERROR: Severity.WARNING, Severity.WARNING: Severity.INFO,
                   Severity.INFO: Severity.INFO}
 #: When regions nest, the strongest guard wins.
-GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, INTEGRATION, ROCM_BUILD, HANDLED, TUNING, MESSAGE_ONLY,
-               NO_CONSUMER, FORMAT_DEFINED, FALLBACK_EQUIVALENT, FALLBACK)
+GUARD_ORDER = (TYPE_CHECKING, VENDOR_BRANCH, VENDORED, UNREFERENCED, INTEGRATION, ROCM_BUILD, HANDLED, TUNING,
+               MESSAGE_ONLY, FORMAT_DEFINED, NO_CONSUMER, FALLBACK_EQUIVALENT, FALLBACK)
 
 
 def guarded_severity(severity: Severity, guard: str | None, guarded: Severity | None = None) -> Severity:

@@ -17,7 +17,7 @@ import yaml
 
 from portscan.match import Match
 from portscan.match.common import INDEX_OPTION, index_matches, requirement_matches
-from portscan.match.levels import NVIDIA_EXTRA, VENDOR_BRANCH
+from portscan.match.levels import VENDOR_EXTRA, VENDOR_BRANCH
 from portscan.match.yamlfiles import compose_yaml, mapping_get, scalar_items, sequence_items
 from portscan.ruleset.schema import Rule
 
@@ -112,26 +112,26 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
         return []
     # (requirement, section, the table it is written under): each string is looked for
     # from its own table's header on, so one listed in two tables lands on the right line
-    strings: list[tuple[str, str, str, bool]] = []  # ..., and whether an extra named for NVIDIA holds it
+    strings: list[tuple[str, str, str, bool]] = []  # ..., and whether an extra named for one vendor's builds holds it
     project = data.get("project", {})
     strings += [(s, "install", "project", False) for s in project.get("dependencies", [])
                 if isinstance(s, str)]
     for table, groups in (("project.optional-dependencies", project.get("optional-dependencies", {})),
                           ("dependency-groups", data.get("dependency-groups", {}))):
         for name, group in groups.items() if isinstance(groups, dict) else ():
-            nvidia = NVIDIA_EXTRA.search(str(name)) is not None
+            vendor = VENDOR_EXTRA.search(str(name)) is not None
             items = group if isinstance(group, list) else []
-            strings += [(s, "optional", table, nvidia) for s in items if isinstance(s, str)]
+            strings += [(s, "optional", table, vendor) for s in items if isinstance(s, str)]
     strings += [(s, "build", "build-system", False) for s in data.get("build-system", {}).get("requires", [])
                 if isinstance(s, str)]
     matches: list[Match] = []
     cursor: dict[tuple[str, str], int] = {}
-    for value, section, table, nvidia in strings:
+    for value, section, table, vendor in strings:
         start = cursor.get((value, table), _table_offset(text, table))
         at = _find_string(text, value, start)
         if at is not None:
             cursor[(value, table)] = at + len(value)
-            matches += _extra_matches(value, at, rules, section, nvidia)
+            matches += _extra_matches(value, at, rules, section, vendor)
     tool = data.get("tool", {})
     poetry = tool.get("poetry", {})
     tables = [poetry.get("dependencies", {}), poetry.get("dev-dependencies", {})]
@@ -149,15 +149,28 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
     poetry_specs = [spec for table in tables if isinstance(table, dict) for spec in table.values()]
     uv_sources = uv.get("sources", {})
     urls = [s.get("url") for s in _used(poetry.get("source", []), "priority", _named(poetry_specs, "source"))]
-    urls += [s.get("url") for s in _used(uv.get("index", []), "explicit",
-                                         _named(uv_sources.values() if isinstance(uv_sources, dict) else [], "index"))]
+    uv_specs = list(uv_sources.values()) if isinstance(uv_sources, dict) else []
+    used = _used(uv.get("index", []), "explicit", _named(uv_specs, "index"))
+    urls += [s.get("url") for s in used]
     urls += [s.get("url") for s in tool.get("pdm", {}).get("source", []) if isinstance(s, dict)]
+    vendor_urls = {s.get("url") for s in used
+                   if s.get("explicit") is True and _for_vendor_extras(uv_specs, s.get("name"))}
     for url in urls:
         if isinstance(url, str):
             at = _find_string(text, url)
             if at is not None:
-                matches += index_matches(url, at, rules)
+                found = index_matches(url, at, rules)
+                matches += [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found] if url in vendor_urls else found
     return _single_line(matches, text)
+
+
+def _for_vendor_extras(specs: Iterable[object], index: object) -> bool:
+    """Do uv's sources take packages from the explicit index ``index`` only for extras (or
+    dependency groups) named for one vendor's builds (``{ index = "torch-cuda", extra =
+    "cuda" }``)? Then only a user who asks for that extra installs from it."""
+    extras = [e.get("extra", e.get("group")) for spec in specs for e in (spec if isinstance(spec, list) else [spec])
+              if isinstance(e, dict) and e.get("index") == index]
+    return bool(extras) and all(isinstance(x, str) and VENDOR_EXTRA.search(x) is not None for x in extras)
 
 
 def _used(indexes: object, explicit_key: str, named: set[str]) -> list[dict[str, object]]:
@@ -178,11 +191,11 @@ def _named(specs: Iterable[object], key: str) -> set[str]:
     return {e[key] for e in entries if isinstance(e, dict) and isinstance(e.get(key), str)}
 
 
-def _extra_matches(value: str, at: int, rules: Sequence[Rule], section: str, nvidia: bool) -> list[Match]:
-    """A requirement's matches; in an extra named for NVIDIA builds (``nvidia``) they are
-    vendor-branch code: an AMD user installs another extra."""
+def _extra_matches(value: str, at: int, rules: Sequence[Rule], section: str, vendor: bool) -> list[Match]:
+    """A requirement's matches; in an extra named for one vendor's builds (``vendor``) they
+    are vendor-branch code: an AMD user installs another extra, or this one, made for AMD."""
     found = requirement_matches(value, at, rules, section=section)
-    return [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found] if nvidia else found
+    return [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found] if vendor else found
 
 
 def _poetry_requirement(name: str, spec: object) -> str:
@@ -225,17 +238,17 @@ def match_setup_cfg(text: str, rules: Sequence[Rule]) -> list[Match]:
         parser.read_string(text)
     except configparser.Error:
         return []
-    values: list[tuple[str, str, bool]] = []  # (requirement, section, in an extra named for NVIDIA)
+    values: list[tuple[str, str, bool]] = []  # (requirement, section, in an extra named for one vendor)
     for key, section in (("install_requires", "install"), ("setup_requires", "build")):
         if parser.has_option("options", key):
             values += [(v, section, False) for v in parser.get("options", key).splitlines()]
     if parser.has_section("options.extras_require"):
         for name, value in parser.items("options.extras_require"):
-            nvidia = NVIDIA_EXTRA.search(name) is not None
-            values += [(v, "optional", nvidia) for v in value.splitlines()]
+            vendor = VENDOR_EXTRA.search(name) is not None
+            values += [(v, "optional", vendor) for v in value.splitlines()]
     matches: list[Match] = []
     cursor: dict[str, int] = {}
-    for value, section, nvidia in ((v.strip(), s, n) for v, s, n in values):
+    for value, section, vendor in ((v.strip(), s, n) for v, s, n in values):
         if not value or value.startswith("#"):
             continue
         key = {"install": "install_requires", "build": "setup_requires"}.get(section, "")
@@ -244,7 +257,7 @@ def match_setup_cfg(text: str, rules: Sequence[Rule]) -> list[Match]:
         at = text.find(value, start)
         if at >= 0:
             cursor[section] = at + len(value)
-            matches += _extra_matches(value, at, rules, section, nvidia)
+            matches += _extra_matches(value, at, rules, section, vendor)
     return matches
 
 

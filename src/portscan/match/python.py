@@ -32,7 +32,7 @@ import libcst as cst
 
 from portscan.match import Match
 from portscan.match.fixsites import Parents, decline_reasons, site_tiers
-from portscan.match.levels import NVIDIA_EXTRA
+from portscan.match.levels import VENDOR_EXTRA
 from portscan.match.guards import (
     FALLBACK,
     FALLBACK_EQUIVALENT,
@@ -805,6 +805,10 @@ class _Collector(Walker):
             self._mark_operand(node.args[0].value)
         elif callee in ("get", "pop") and isinstance(func, cst.Attribute) and node.args:
             self.lookup_keys.add(id(node.args[0].value))
+        elif callee == "dict" and isinstance(func, cst.Name) and "collection-members" in self.index.sites:
+            # dict(flash=SDPBackend.FLASH_ATTENTION, cudnn=...) is the literal {"flash": ..., "cudnn": ...}
+            members = tuple(arg.value for arg in node.args if arg.keyword is not None)
+            self.collection_members.update((id(member), members) for member in members)
         elif (callee in ("append", "extend", "insert") and isinstance(func, cst.Attribute)
               and node.args):
             item = node.args[-1].value  # flags.append("-O3"), flags.extend([...]): more values
@@ -1253,7 +1257,7 @@ class _Resolver:
                 elif keyword == "extras_require":
                     for key, value in self._extras_lists(arg.value, scope):
                         values.append(value)
-                        if key is not None and NVIDIA_EXTRA.search(key):  # `"cuda": [...]`: not for AMD users
+                        if key is not None and VENDOR_EXTRA.search(key):  # `"cuda": [...]`, `"rocm": [...]`
                             self.regions.append(Region(value, VENDOR_BRANCH))
                 for value in values:
                     for node in self._string_items(value, scope):

@@ -1,0 +1,105 @@
+"""Vendored Python nothing calls: findings inside a definition no other line names.
+
+A project that copies another Python package into its own tree (InvokeAI's
+``backend/pid/_ext/imaginaire``, unsloth-zoo's ``_vendored/fla``) ships the whole copy
+and uses part of it: imaginaire's ``pynvml`` GPU helpers and fla's autotuned Triton
+kernels come along, yet nothing in the project calls them, so they never run on any GPU.
+Unlike the project's own modules, whose public functions are its users' API, a copy's
+functions are there for the project alone. So a finding inside a top-level function or
+class of a file under a folder named for vendored code whose name no other place of
+the project's Python mentions (as a word, in code or in a string: a call, an import, an
+``__all__`` entry or a registry key all count) takes the ``unreferenced`` guard (info).
+A project-level fact, read only when such a finding exists, like :mod:`portscan.gated`.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+#: a folder holding another project's code copied in (``third_party/``, ``_vendored/``, ``_ext/``)
+VENDORED_FOLDER = re.compile(
+    r"(?:^|/)(?:_vendored|vendored|_vendor|vendor|third_party|thirdparty|3rdparty|_ext|extern|external)/")
+
+
+def definitions(text: str) -> list[tuple[int, int, str]]:
+    """(first line, its decorators included; last line; name) of each top-level ``def``
+    and ``class`` of a module (none for a module CPython cannot parse)."""
+    try:
+        module = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    return [(min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno or node.lineno, node.name)
+            for node in module.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def unreferenced(places: Iterable[tuple[str, int]], python: Sequence[str],
+                 text_of: Callable[[str], str | None]) -> frozenset[tuple[str, int]]:
+    """The ``(path, line)`` places, of files under a vendored folder, that lie in a
+    top-level definition nothing else names: no place of the project's ``python`` files
+    mentions it but its own definition, the copy's package ``__init__.py`` re-exporting it
+    and other such definitions of the copy (fla's ``logsumexp_fwd_kernel`` is launched
+    only by ``logsumexp_fwd``, which nothing calls; followed three definitions deep).
+    ``text_of`` reads a file by its path (None: unreadable)."""
+    project = _Project(python, text_of)
+    found = set()
+    for path, line in places:
+        if VENDORED_FOLDER.search(path) and path.endswith(".py"):
+            name = project.definition_at(path, line)
+            if name is not None and not project.named(name, _DEPTH):
+                found.add((path, line))
+    return frozenset(found)
+
+
+#: how many definitions deep a name is followed through callers that are dead themselves
+_DEPTH = 3
+
+
+class _Project:
+    """The project's Python texts, read once, and the top-level definitions of each."""
+
+    def __init__(self, python: Sequence[str], text_of: Callable[[str], str | None]) -> None:
+        self.python = python
+        self.text_of = text_of
+        self._texts: dict[str, str | None] = {}
+        self._definitions: dict[str, list[tuple[int, int, str]]] = {}
+        self._named: dict[tuple[str, int], bool] = {}
+
+    def text(self, path: str) -> str | None:
+        if path not in self._texts:
+            self._texts[path] = self.text_of(path)
+        return self._texts[path]
+
+    def definition_at(self, path: str, line: int) -> str | None:
+        """The name of the top-level definition of ``path`` around ``line`` (None: module level)."""
+        if path not in self._definitions:
+            text = self.text(path)
+            self._definitions[path] = definitions(text) if text is not None else []
+        return next((name for first, last, name in self._definitions[path] if first <= line <= last), None)
+
+    def named(self, name: str, depth: int) -> bool:
+        """Is ``name`` mentioned anywhere but at its own definition and inside definitions
+        of a vendored copy that are not named themselves (``depth`` callers deep)?"""
+        key = (name, depth)
+        if key not in self._named:
+            self._named[key] = True  # a cycle of callers names itself: alive until shown dead
+            self._named[key] = any(self._alive_at(name, path, line, depth) for path, line in self._mentions(name))
+        return self._named[key]
+
+    def _alive_at(self, name: str, path: str, line: int, depth: int) -> bool:
+        if not VENDORED_FOLDER.search(path):
+            return True
+        caller = self.definition_at(path, line)
+        if caller == name or caller is None and path.rsplit("/", 1)[-1] == "__init__.py":
+            return False  # its own definition (or a recursive call), or the copy's package re-exporting it
+        return caller is None or depth == 0 or self.named(caller, depth - 1)
+
+    def _mentions(self, name: str) -> list[tuple[str, int]]:
+        word = re.compile(rf"\b{re.escape(name)}\b")
+        found = []
+        for path in self.python:
+            text = self.text(path)
+            if text is not None and name in text:
+                found += [(path, text.count("\n", 0, m.start()) + 1) for m in word.finditer(text)]
+        return found

@@ -1,0 +1,91 @@
+"""Vendored Python that nothing calls (``portscan.unreferenced``): InvokeAI's copied
+imaginaire GPU helpers and unsloth-zoo's copied fla kernels never run in those projects."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+from portscan.scan import scan_paths
+from portscan.unreferenced import definitions, unreferenced
+
+HELPERS = """\
+import torch
+
+
+def gpu_architecture():
+    import pynvml
+    pynvml.nvmlInit()
+    return pynvml.nvmlDeviceGetArchitecture(pynvml.nvmlDeviceGetHandleByIndex(0))
+
+
+def _kernel_launcher(x):
+    import pynvml
+    return pynvml.nvmlDeviceGetCount()
+
+
+def launch(x):
+    return _kernel_launcher(x)
+
+
+def gpu_count():
+    import pynvml
+    return pynvml.nvmlDeviceGetCount()
+"""
+
+
+def _write(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+    return root
+
+
+def _severities(root: Path, rules) -> dict[tuple[str, int], tuple[str, str | None]]:
+    return {(f.path, f.span.line): (f.severity.value, f.guard)
+            for f in scan_paths([root], rules).findings if f.rule == "PS602"}
+
+
+def test_definitions_of_a_vendored_copy_nothing_names_are_unreferenced(tmp_path: Path, rules) -> None:
+    root = _write(tmp_path, {
+        "app/__init__.py": "",
+        "app/_ext/imaginaire/__init__.py": "from .device import gpu_architecture, launch\n",
+        "app/_ext/imaginaire/device.py": HELPERS,
+        "app/main.py": "from app._ext.imaginaire.device import torch\n",
+    })
+    assert _severities(root, rules) == {("app/_ext/imaginaire/device.py", 5): ("info", "unreferenced")}
+    # one finding per import: the later imports are its uses, each in a definition nothing
+    # runs (gpu_architecture is re-exported by the copy's own package only, and
+    # _kernel_launcher is called only by launch(), which nothing calls either)
+
+
+def test_a_finding_whose_uses_reach_live_code_keeps_its_severity(tmp_path: Path, rules) -> None:
+    root = _write(tmp_path, {
+        "app/__init__.py": "",
+        "app/_ext/imaginaire/__init__.py": "from .device import gpu_architecture, launch\n",
+        "app/_ext/imaginaire/device.py": HELPERS,
+        "app/main.py": "from app._ext.imaginaire.device import gpu_count\nprint(gpu_count())\n",
+    })
+    assert _severities(root, rules) == {("app/_ext/imaginaire/device.py", 5): ("error", None)}
+
+
+def test_the_projects_own_modules_keep_their_findings(tmp_path: Path, rules) -> None:
+    """A function of the project's own package is its users' API even when nothing in
+    the tree calls it; only a copy of another project is read this way."""
+    root = _write(tmp_path, {"app/__init__.py": "", "app/device.py": HELPERS})
+    assert set(_severities(root, rules).values()) == {("error", None)}
+
+
+def test_a_name_mentioned_in_a_string_counts_as_used() -> None:
+    """A registry key or ``getattr(module, "gpu_count")`` reaches it: conservatively alive."""
+    texts = {"lib/third_party/gpu/device.py": HELPERS, "lib/registry.py": 'HOOKS = {"count": "gpu_count"}\n'}
+    dead = unreferenced([("lib/third_party/gpu/device.py", 20), ("lib/third_party/gpu/device.py", 5)],
+                        list(texts), texts.get)
+    assert dead == {("lib/third_party/gpu/device.py", 5)}
+
+
+def test_definitions_span_their_decorators() -> None:
+    text = "@triton.autotune(configs=[triton.Config({}, num_warps=32)], key=['D'])\n@triton.jit\ndef k(x):\n    pass\n"
+    assert definitions(text) == [(1, 4, "k")]
+    assert definitions("def broken(:\n") == []
