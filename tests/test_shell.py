@@ -22,3 +22,25 @@ def test_a_program_the_script_tests_for_first_is_handled(rules) -> None:
     plain = "gpus=$(nvidia-smi -L | wc -l)\n"
     assert [f.severity.value for f in scan_source(plain, "run.sh", rules) if f.rule == "PS601"] == ["error"]
     assert presence_tested("command -V foo; which 'bar'") == {"foo", "bar"}
+
+
+def test_a_program_run_through_a_variable_is_that_program(rules) -> None:
+    """f5-tts's ``TRTEXEC="/usr/src/tensorrt/bin/trtexec"`` then ``${TRTEXEC} --onnx=...``
+    runs trtexec, as a Makefile's ``$(NVCC)`` runs nvcc; a value that is not a literal, or
+    a name assigned after the command, tells nothing."""
+    script = """\
+#!/bin/bash
+TRTEXEC="/usr/src/tensorrt/bin/trtexec"
+export NVCC=/usr/local/cuda/bin/nvcc
+${TRTEXEC} --onnx=model.onnx --saveEngine=model.plan
+"$NVCC" -O3 -c kernel.cu
+SMI=$(command -v nvidia-smi)
+$SMI -L
+$LATER --help
+LATER=nvidia-smi
+TRTEXEC=echo
+$TRTEXEC done
+"""
+    found = [(f.span.line, f.rule) for f in scan_source(script, "scripts/build_engine.sh", rules)
+             if f.rule in ("PS106", "PS407", "PS601")]
+    assert found == [(4, "PS106"), (5, "PS407")]
