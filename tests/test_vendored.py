@@ -48,7 +48,7 @@ def test_a_copy_is_found_by_its_marker_in_a_folder_named_for_it(tmp_path: Path) 
 
 def test_every_library_in_the_table_names_its_rocm_counterpart_and_a_source() -> None:
     assert {library.name for library in libraries()} >= {"cutlass", "cub", "thrust", "cccl", "nvtx", "eigen", "gloo",
-                                                          "cmake-cuda-modules"}
+                                                          "tvm", "composable_kernel", "cmake-cuda-modules"}
     for library in libraries():
         assert library.rocm and library.reference.startswith("https://") and not library.marker.startswith("/")
         assert library.marker or library.files
@@ -96,3 +96,21 @@ def test_a_copy_of_cmakes_own_cuda_module_is_vendored(tmp_path: Path, rules) -> 
     findings = scan_paths([tmp_path], rules).findings
     assert {(f.severity.value, f.guard) for f in findings if f.path == module} == {("info", "vendored")}
     assert any(f.path == "CMakeLists.txt" and f.severity.value != "info" for f in findings)
+
+
+def test_amds_own_library_and_a_compiler_with_a_rocm_backend_are_vendored(tmp_path: Path, rules) -> None:
+    """TileLang ships Composable Kernel (ROCm's own library) and Apache TVM (which builds
+    for ROCm itself) under ``3rdparty/``: 626 of its 1,119 warnings sat in them."""
+    sync = "__device__ float f(float v) { return __shfl_xor_sync(0xffffffff, v, 1); }\n"
+    for rel, text in (("3rdparty/composable_kernel/include/ck/ck.hpp", "#pragma once\n"),
+                      ("3rdparty/composable_kernel/include/ck/utility/warp.hpp", sync),
+                      ("3rdparty/tvm/include/tvm/runtime/device_api.h", "#pragma once\n"),
+                      ("3rdparty/tvm/src/runtime/cuda/warp.cuh", sync),
+                      ("src/tl_templates/warp.cuh", sync)):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    found = {(f.path, f.severity.value, f.guard) for f in scan_paths([tmp_path], rules).findings
+             if f.rule == "PS912"}
+    assert found == {("3rdparty/composable_kernel/include/ck/utility/warp.hpp", "info", "vendored"),
+                     ("3rdparty/tvm/src/runtime/cuda/warp.cuh", "info", "vendored"),
+                     ("src/tl_templates/warp.cuh", "error", None)}
