@@ -85,6 +85,11 @@ def test_a_name_mentioned_in_a_string_counts_as_used() -> None:
     assert dead == {("lib/third_party/gpu/device.py", 5)}
 
 
+def test_a_file_that_cannot_be_read_may_name_anything() -> None:
+    texts: dict[str, str | None] = {"lib/third_party/gpu/device.py": HELPERS, "lib/broken.py": None}
+    assert unreferenced([("lib/third_party/gpu/device.py", 5)], list(texts), texts.get) == frozenset()
+
+
 def test_definitions_span_their_decorators() -> None:
     text = "@triton.autotune(configs=[triton.Config({}, num_warps=32)], key=['D'])\n@triton.jit\ndef k(x):\n    pass\n"
     assert definitions(text) == [(1, 4, "k")]

@@ -96,10 +96,14 @@ class _Project:
         return caller is None or depth == 0 or self.named(caller, depth - 1)
 
     def _mentions(self, name: str) -> list[tuple[str, int]]:
+        """Where ``name`` occurs as a word; a file that cannot be read may name it anywhere
+        (``("", 0)``, a place outside any copy)."""
         word = re.compile(rf"\b{re.escape(name)}\b")
         found = []
         for path in self.python:
             text = self.text(path)
-            if text is not None and name in text:
+            if text is None:
+                return [("", 0)]
+            if name in text:
                 found += [(path, text.count("\n", 0, m.start()) + 1) for m in word.finditer(text)]
         return found

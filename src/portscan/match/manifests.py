@@ -159,8 +159,7 @@ def match_pyproject(text: str, rules: Sequence[Rule]) -> list[Match]:
         if isinstance(url, str):
             at = _find_string(text, url)
             if at is not None:
-                found = index_matches(url, at, rules)
-                matches += [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found] if url in vendor_urls else found
+                matches += _one_vendors(index_matches(url, at, rules), url in vendor_urls)
     return _single_line(matches, text)
 
 
@@ -194,7 +193,11 @@ def _named(specs: Iterable[object], key: str) -> set[str]:
 def _extra_matches(value: str, at: int, rules: Sequence[Rule], section: str, vendor: bool) -> list[Match]:
     """A requirement's matches; in an extra named for one vendor's builds (``vendor``) they
     are vendor-branch code: an AMD user installs another extra, or this one, made for AMD."""
-    found = requirement_matches(value, at, rules, section=section)
+    return _one_vendors(requirement_matches(value, at, rules, section=section), vendor)
+
+
+def _one_vendors(found: list[Match], vendor: bool) -> list[Match]:
+    """``found`` as vendor-branch matches where they serve one vendor's builds only."""
     return [dataclasses.replace(m, guard=VENDOR_BRANCH) for m in found] if vendor else found
 
 
