@@ -312,3 +312,40 @@ def test_named_vendor_predicates_are_vendor_checks(rules, test, expected) -> Non
     source = (f"import torch\nfrom pkg.envs import _is_cuda, is_nvidia, current_platform\n\n"
               f"def kernel(x):\n    if {test}:\n        return 1\n    return 0\n")
     assert [(s, g) for _, rule, s, g in found(rules, source) if rule == "PS502"] == [expected]
+
+
+DEVICE_TYPE_MODULE = '''
+import torch
+from .device_type import DEVICE_TYPE
+
+def use_fused_kernels():
+    if DEVICE_TYPE == "cuda":
+        return torch.cuda.get_device_capability() >= (8, 0)
+    {hip_branch}
+
+def tune_vllm(is_fp8):
+    if is_fp8 and DEVICE_TYPE == "cuda":
+        if torch.cuda.get_device_capability()[0] == 10:
+            return "triton"
+    return None
+
+def on_device(t):
+    if t.device.type == "cuda":
+        return torch.cuda.get_device_capability()[0] >= 9
+'''
+
+
+@pytest.mark.parametrize(("hip_branch", "guarded"), [
+    ('elif DEVICE_TYPE == "hip":\n        return True', True),
+    ('elif DEVICE_TYPE in ("xpu", "npu"):\n        return True', False),
+])
+def test_a_device_type_variable_the_module_tests_for_hip_is_a_vendor_check(rules, hip_branch: str,
+                                                                            guarded: bool) -> None:
+    """unsloth-zoo's ``DEVICE_TYPE`` is ``"hip"`` on ROCm: where the module compares it with
+    ``"hip"`` too, ``DEVICE_TYPE == "cuda"`` asks for NVIDIA and its branches (and ``and``
+    chains) are vendor-branch; a tensor's ``device.type == "cuda"``, True on ROCm, is not."""
+    text = DEVICE_TYPE_MODULE.replace("{hip_branch}", hip_branch)
+    found = {(f.span.line, f.guard) for f in scan_source(text, "pkg/patches.py", rules)
+             if f.rule.startswith("PS50")}
+    vendor = "vendor-branch" if guarded else None
+    assert found == {(7, vendor), (13, vendor), (19, None)}

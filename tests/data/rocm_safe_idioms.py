@@ -448,3 +448,33 @@ def quantize_nvfp4(w: torch.Tensor, global_scale: torch.Tensor) -> tuple[torch.T
     blocks = w.reshape(-1, 16)
     scales = (blocks.abs().amax(dim=1) / 6.0 / global_scale).clamp(max=fp8_max)
     return blocks, scales.to(torch.float8_e4m3fn)
+
+
+DEVICE_TYPE = "hip" if torch.version.hip else "cuda"  # a project's own device type (unsloth-zoo)
+
+
+def supports_bf16_fused() -> bool:
+    """On ROCm DEVICE_TYPE is "hip": the "cuda" branch is NVIDIA's, the "hip" one AMD's."""
+    if DEVICE_TYPE == "cuda":
+        return torch.cuda.get_device_capability() >= (8, 0)
+    elif DEVICE_TYPE == "hip":
+        return torch.cuda.is_bf16_supported()
+    return False
+
+
+def half_dtype() -> torch.dtype:
+    """ZLUDA (CUDA programs on AMD GPUs) suffixes device names; ROCm never does (f5-tts)."""
+    if torch.cuda.is_available() and not torch.cuda.get_device_name().endswith("[ZLUDA]"):
+        return torch.float16
+    return torch.float32
+
+
+def sdpa_backends(**enabled: bool) -> list:
+    """A name-to-backend table built with dict(): the caller picks among all (x-transformers)."""
+    from torch.nn.attention import SDPBackend
+
+    table = dict(flash=SDPBackend.FLASH_ATTENTION, math=SDPBackend.MATH, cudnn=SDPBackend.CUDNN_ATTENTION)
+    return [table[name] for name, on in enabled.items() if on]
+
+
+FP8_E4M3_MAX = 448.0  # the bound of weights stored as e4m3fn; nothing computes in FP8 here (InvokeAI)

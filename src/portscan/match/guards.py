@@ -223,6 +223,36 @@ def is_vendor_check(expr: cst.CSTNode) -> bool:
     return _names_vendor(expr, _BUILDS, VENDOR_TEXT, VENDOR_WORD, VENDOR_CALL)
 
 
+#: the values a project's own device-type variable takes for the two GPU builds
+ROCM_DEVICE_TYPES = frozenset({"hip", "rocm"})
+CUDA_DEVICE_TYPES = frozenset({"cuda"})
+
+
+def names_compared_with(expr: cst.CSTNode, texts: frozenset[str]) -> frozenset[str]:
+    """The names (a name, or an attribute's last part) that the comparison ``expr`` tests
+    for equality or membership against a string in ``texts`` (any case):
+    ``DEVICE_TYPE == "hip"``, ``self.device_type in ("cuda", "hip")``. A project's own
+    device-type variable that is compared with ``"hip"`` somewhere in the module is
+    ``"hip"`` on ROCm, so its ``== "cuda"`` tests ask for NVIDIA (unsloth-zoo's
+    ``DEVICE_TYPE``), unlike ``tensor.device.type == "cuda"``, which ROCm passes."""
+    if not isinstance(expr, cst.Comparison):
+        return frozenset()
+    found = set()
+    left = expr.left
+    for target in expr.comparisons:
+        right = target.comparator
+        if isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)):
+            for side, other in ((left, right), (right, left)):
+                values = ([e.value for e in other.elements] if isinstance(other, (cst.Tuple, cst.List, cst.Set))
+                          else [other])
+                named = side.value if isinstance(side, cst.Name) else side.attr.value if isinstance(
+                    side, cst.Attribute) else None
+                if named and any((string_text(v) or "").lower() in texts for v in values):
+                    found.add(named)
+        left = right
+    return frozenset(found)
+
+
 def mentions_rocm(node: cst.CSTNode) -> bool:
     """Does this code name the ROCm side: ``torch.version.hip``, a name like ``is_rocm``,
     a string saying ROCm, HIP or AMD? A vendor test whose branch does knows both sides."""

@@ -45,6 +45,8 @@ from portscan.match.guards import (
     TUNING,
     TYPE_CHECKING,
     VENDOR_BRANCH,
+    CUDA_DEVICE_TYPES,
+    ROCM_DEVICE_TYPES,
     boolean_operands,
     Substitute,
     caught_by,
@@ -58,6 +60,7 @@ from portscan.match.guards import (
     is_toolkit_check,
     flags_package,
     is_vendor_check,
+    names_compared_with,
     mentions_rocm,
     presence_flags,
     vendor_flag_values,
@@ -368,6 +371,10 @@ class _Collector(Walker):
         #: id(element of a list/tuple/set literal) -> the literal's elements
         self.collection_members: dict[int, tuple[cst.BaseExpression, ...]] = {}
         self.regions: list[Region] = []
+        #: names the module compares with "hip"/"rocm", and the branches and chains of tests
+        #: comparing a name with "cuda": vendor-branch where the name is one of the former
+        self.rocm_compared: set[str] = set()
+        self.cuda_compared: list[tuple[frozenset[str], tuple[cst.CSTNode, ...]]] = []
         self.fallback_tries: list[FallbackTry] = []
         #: availability ``if``s with an ``else``, as tries: the ``else`` binds the body's imports otherwise
         self.fallback_ifs: list[FallbackTry] = []
@@ -919,6 +926,7 @@ class _Collector(Walker):
                 self._mark_operand(left)
                 self._mark_operand(right)
             left = right
+        self.rocm_compared |= names_compared_with(node, ROCM_DEVICE_TYPES)
         if "compares" in self.index.sites:
             self.compares.append(CompareSite(node, self.scope))
             if self._message_depth:
@@ -946,6 +954,9 @@ class _Collector(Walker):
                 # `torch.version.cuda is not None and cap >= (9, 0)`: the whole chain
                 # is vendor-aware, the check itself included
                 self.regions.extend(Region(operand, VENDOR_BRANCH) for operand in operands)
+            else:  # `is_fp8 and DEVICE_TYPE == "cuda"`, where the module also tests `DEVICE_TYPE == "hip"`
+                if named := _cuda_compared(node):
+                    self.cuda_compared.append((named, tuple(operands)))
         return True
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
@@ -984,6 +995,8 @@ class _Collector(Walker):
                     # as does `if torch.version.cuda is None: v = "ROCm " + torch.version.hip`:
                     # the test is no "GPU present" check
                     self.regions.append(Region(node.test, VENDOR_BRANCH))
+            elif named := _cuda_compared(node.test):  # vendor-branch where the module tests the name for hip too
+                self.cuda_compared.append((named, (node.test, node.body) + ((node.orelse,) if node.orelse else ())))
             if self.index.tuning and picks_numbers(node):
                 self.number_choices.append(node.test)
             elif self.index.tuning and isinstance(node, cst.If) and _only_reports(node):
@@ -1014,6 +1027,13 @@ class _Collector(Walker):
         return True
 
     visit_Module = visit_IndentedBlock = _visit_block
+
+    def device_type_regions(self) -> list[Region]:
+        """The branches of ``if DEVICE_TYPE == "cuda":`` (and the chains holding such a test)
+        for a name the module also compares with ``"hip"``/``"rocm"``: the project's own
+        device-type variable, ``"hip"`` on ROCm, so the test asks for NVIDIA."""
+        return [Region(node, VENDOR_BRANCH) for named, nodes in self.cuda_compared
+                if not named.isdisjoint(self.rocm_compared) for node in nodes]
 
     def visit_Try(self, node: cst.Try | cst.TryStar) -> bool:
         caught = caught_by(node.handlers) if self.index.raises else frozenset()
@@ -2218,6 +2238,12 @@ def _consumers(rule: Rule) -> tuple[str, ...]:
     return getattr(rule.pattern, "consumers", ())
 
 
+def _cuda_compared(test: cst.BaseExpression) -> frozenset[str]:
+    """The names a test compares with ``"cuda"``, itself or in its ``and``/``or`` chain."""
+    operands = boolean_operands(test) if isinstance(test, cst.BooleanOperation) else [test]
+    return frozenset().union(*(names_compared_with(o, CUDA_DEVICE_TYPES) for o in operands))
+
+
 def _uses_any(collector: _Collector, names: tuple[str, ...]) -> bool:
     """Does the module use or import a name at or below one of ``names`` (``import
     torchao`` counts for ``torchao.*``)?"""
@@ -2269,7 +2295,7 @@ def _matches(module: cst.Module, collector: _Collector, resolver: _Resolver,
     reports = _report_nodes(hits)
     if not reports:
         return []
-    regions = collector.regions + resolver.regions
+    regions = collector.regions + collector.device_type_regions() + resolver.regions
     uses = _use_candidates(collector)
     unless = resolver.unless_checked
     checks = collector.name_checks if uses or unless else []
