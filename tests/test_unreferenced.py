@@ -6,6 +6,8 @@ from __future__ import annotations
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from portscan.scan import scan_paths
 from portscan.unreferenced import definitions, unreferenced
 
@@ -47,27 +49,23 @@ def _severities(root: Path, rules) -> dict[tuple[str, int], tuple[str, str | Non
             for f in scan_paths([root], rules).findings if f.rule == "PS602"}
 
 
-def test_definitions_of_a_vendored_copy_nothing_names_are_unreferenced(tmp_path: Path, rules) -> None:
-    root = _write(tmp_path, {
-        "app/__init__.py": "",
-        "app/_ext/imaginaire/__init__.py": "from .device import gpu_architecture, launch\n",
-        "app/_ext/imaginaire/device.py": HELPERS,
-        "app/main.py": "from app._ext.imaginaire.device import torch\n",
-    })
-    assert _severities(root, rules) == {("app/_ext/imaginaire/device.py", 5): ("info", "unreferenced")}
+@pytest.mark.parametrize(("main", "expected"), [
     # one finding per import: the later imports are its uses, each in a definition nothing
     # runs (gpu_architecture is re-exported by the copy's own package only, and
     # _kernel_launcher is called only by launch(), which nothing calls either)
-
-
-def test_a_finding_whose_uses_reach_live_code_keeps_its_severity(tmp_path: Path, rules) -> None:
+    ("from app._ext.imaginaire.device import torch\n", ("info", "unreferenced")),
+    # the project calls gpu_count(), where one of the finding's uses sits
+    ("from app._ext.imaginaire.device import gpu_count\nprint(gpu_count())\n", ("error", None)),
+])
+def test_definitions_of_a_vendored_copy_nothing_names_are_unreferenced(tmp_path: Path, rules, main: str,
+                                                                        expected: tuple[str, str | None]) -> None:
     root = _write(tmp_path, {
         "app/__init__.py": "",
         "app/_ext/imaginaire/__init__.py": "from .device import gpu_architecture, launch\n",
         "app/_ext/imaginaire/device.py": HELPERS,
-        "app/main.py": "from app._ext.imaginaire.device import gpu_count\nprint(gpu_count())\n",
+        "app/main.py": main,
     })
-    assert _severities(root, rules) == {("app/_ext/imaginaire/device.py", 5): ("error", None)}
+    assert _severities(root, rules) == {("app/_ext/imaginaire/device.py", 5): expected}
 
 
 def test_the_projects_own_modules_keep_their_findings(tmp_path: Path, rules) -> None:
