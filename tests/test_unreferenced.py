@@ -56,11 +56,16 @@ def _severities(root: Path, rules) -> dict[tuple[str, int], tuple[str, str | Non
     ("from app._ext.imaginaire.device import torch\n", ("info", "unreferenced")),
     # the project calls gpu_count(), where one of the finding's uses sits
     ("from app._ext.imaginaire.device import gpu_count\nprint(gpu_count())\n", ("error", None)),
+    # through a re-export in the vendored folder's own package, which names no copy
+    ("from app._ext import gpu_count\nprint(gpu_count())\n", ("error", None)),
+    # a name that only happens to be spelled alike, in a file that reaches no copy
+    ("def gpu_count():\n    return 0\nprint(gpu_count())\n", ("info", "unreferenced")),
 ])
 def test_definitions_of_a_vendored_copy_nothing_names_are_unreferenced(tmp_path: Path, rules, main: str,
                                                                         expected: tuple[str, str | None]) -> None:
     root = _write(tmp_path, {
         "app/__init__.py": "",
+        "app/_ext/__init__.py": "from .imaginaire.device import gpu_count  # noqa: F401\n",
         "app/_ext/imaginaire/__init__.py": "from .device import gpu_architecture, launch\n",
         "app/_ext/imaginaire/device.py": HELPERS,
         "app/main.py": main,
@@ -76,8 +81,9 @@ def test_the_projects_own_modules_keep_their_findings(tmp_path: Path, rules) -> 
 
 
 def test_a_name_mentioned_in_a_string_counts_as_used() -> None:
-    """A registry key or ``getattr(module, "gpu_count")`` reaches it: conservatively alive."""
-    texts = {"lib/third_party/gpu/device.py": HELPERS, "lib/registry.py": 'HOOKS = {"count": "gpu_count"}\n'}
+    """A dotted path in a registry string reaches it (a file naming the copy): alive."""
+    texts = {"lib/third_party/gpu/device.py": HELPERS,
+             "lib/registry.py": 'HOOKS = {"count": "lib.third_party.gpu.device.gpu_count"}\n'}
     dead = unreferenced([("lib/third_party/gpu/device.py", 20), ("lib/third_party/gpu/device.py", 5)],
                         list(texts), texts.get)
     assert dead == {("lib/third_party/gpu/device.py", 5)}
@@ -92,3 +98,18 @@ def test_definitions_span_their_decorators() -> None:
     text = "@triton.autotune(configs=[triton.Config({}, num_warps=32)], key=['D'])\n@triton.jit\ndef k(x):\n    pass\n"
     assert definitions(text) == [(1, 4, "k")]
     assert definitions("def broken(:\n") == []
+
+
+def test_an_import_inside_the_copy_is_no_use() -> None:
+    """InvokeAI's imaginaire ``distributed.py`` imports ``Device`` at module level and uses
+    it only in ``init()``, which nothing calls: neither line keeps ``Device`` alive."""
+    texts: dict[str, str | None] = {
+        "app/_ext/imaginaire/device.py": "class Device:\n    def __init__(self):\n        import pynvml\n",
+        "app/_ext/imaginaire/distributed.py": ("from app._ext.imaginaire.device import (\n    Device,\n)\n\n\n"
+                                               "def launch():\n    return Device()\n"),
+        "app/main.py": "import torch\n",
+    }
+    assert unreferenced([("app/_ext/imaginaire/device.py", 3)], list(texts), texts.get) == {
+        ("app/_ext/imaginaire/device.py", 3)}
+    texts["app/main.py"] = "from app._ext.imaginaire.distributed import launch\nlaunch()\n"
+    assert unreferenced([("app/_ext/imaginaire/device.py", 3)], list(texts), texts.get) == frozenset()

@@ -4,6 +4,8 @@ A project that copies another Python package into its own tree (InvokeAI's
 ``backend/pid/_ext/imaginaire``, unsloth-zoo's ``_vendored/fla``) ships the whole copy
 and uses part of it: imaginaire's ``pynvml`` GPU helpers and fla's autotuned Triton
 kernels come along, yet nothing in the project calls them, so they never run on any GPU.
+Names are matched as words, strings and docstrings included: conservative, so a name as
+common as ``init`` is always mentioned somewhere and stays alive.
 Unlike the project's own modules, whose public functions are its users' API, a copy's
 functions are there for the project alone. So a finding inside a top-level function or
 class of a file under a folder named for vendored code whose name no other place of
@@ -26,20 +28,29 @@ VENDORED_FOLDER = re.compile(
 def definitions(text: str) -> list[tuple[int, int, str]]:
     """(first line, its decorators included; last line; name) of each top-level ``def``
     and ``class`` of a module (none for a module CPython cannot parse)."""
+    return outline(text)[0]
+
+
+def outline(text: str) -> tuple[list[tuple[int, int, str]], frozenset[int]]:
+    """A module's top-level definitions (see :func:`definitions`) and the lines of its
+    top-level imports, which name what they import without running it."""
     try:
         module = ast.parse(text)
     except (SyntaxError, ValueError):
-        return []
-    return [(min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno or node.lineno, node.name)
-            for node in module.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        return [], frozenset()
+    spans = [(min([node.lineno, *(d.lineno for d in node.decorator_list)]), node.end_lineno or node.lineno, node.name)
+             for node in module.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    imports = frozenset(line for node in module.body if isinstance(node, (ast.Import, ast.ImportFrom))
+                        for line in range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return spans, imports
 
 
 def unreferenced(places: Iterable[tuple[str, int]], python: Sequence[str],
                  text_of: Callable[[str], str | None]) -> frozenset[tuple[str, int]]:
     """The ``(path, line)`` places, of files under a vendored folder, that lie in a
     top-level definition nothing else names: no place of the project's ``python`` files
-    mentions it but its own definition, the copy's package ``__init__.py`` re-exporting it
-    and other such definitions of the copy (fla's ``logsumexp_fwd_kernel`` is launched
+    mentions it but its own definition, the copy's package ``__init__.py`` re-exporting it,
+    the copy's modules importing it and other such definitions of the copy (fla's ``logsumexp_fwd_kernel`` is launched
     only by ``logsumexp_fwd``, which nothing calls; followed three definitions deep).
     ``text_of`` reads a file by its path (None: unreadable)."""
     project = _Project(python, text_of)
@@ -47,7 +58,7 @@ def unreferenced(places: Iterable[tuple[str, int]], python: Sequence[str],
     for path, line in places:
         if VENDORED_FOLDER.search(path) and path.endswith(".py"):
             name = project.definition_at(path, line)
-            if name is not None and not project.named(name, _DEPTH):
+            if name is not None and not project.named(name, path, _DEPTH):
                 found.add((path, line))
     return frozenset(found)
 
@@ -63,47 +74,74 @@ class _Project:
         self.python = python
         self.text_of = text_of
         self._texts: dict[str, str | None] = {}
-        self._definitions: dict[str, list[tuple[int, int, str]]] = {}
-        self._named: dict[tuple[str, int], bool] = {}
+        self._outlines: dict[str, tuple[list[tuple[int, int, str]], frozenset[int]]] = {}
+        self._named: dict[tuple[str, str, int], bool] = {}
+        self._reaching: dict[str, list[str]] = {}
 
     def text(self, path: str) -> str | None:
         if path not in self._texts:
             self._texts[path] = self.text_of(path)
         return self._texts[path]
 
+    def outline(self, path: str) -> tuple[list[tuple[int, int, str]], frozenset[int]]:
+        if path not in self._outlines:
+            text = self.text(path)
+            self._outlines[path] = outline(text) if text is not None else ([], frozenset())
+        return self._outlines[path]
+
     def definition_at(self, path: str, line: int) -> str | None:
         """The name of the top-level definition of ``path`` around ``line`` (None: module level)."""
-        if path not in self._definitions:
-            text = self.text(path)
-            self._definitions[path] = definitions(text) if text is not None else []
-        return next((name for first, last, name in self._definitions[path] if first <= line <= last), None)
+        return next((name for first, last, name in self.outline(path)[0] if first <= line <= last), None)
 
-    def named(self, name: str, depth: int) -> bool:
-        """Is ``name`` mentioned anywhere but at its own definition and inside definitions
-        of a vendored copy that are not named themselves (``depth`` callers deep)?"""
-        key = (name, depth)
+    def named(self, name: str, home: str, depth: int) -> bool:
+        """Is ``name``, defined in ``home``, mentioned anywhere but at its own definition and
+        inside definitions of a vendored copy that are not named themselves (``depth``
+        callers deep)?"""
+        key = (name, home, depth)
         if key not in self._named:
             self._named[key] = True  # a cycle of callers names itself: alive until shown dead
-            self._named[key] = any(self._alive_at(name, path, line, depth) for path, line in self._mentions(name))
+            self._named[key] = any(self._alive_at(name, path, line, depth) for path, line in self._mentions(name, home))
         return self._named[key]
 
     def _alive_at(self, name: str, path: str, line: int, depth: int) -> bool:
         if not VENDORED_FOLDER.search(path):
             return True
         caller = self.definition_at(path, line)
-        if caller == name or caller is None and path.rsplit("/", 1)[-1] == "__init__.py":
-            return False  # its own definition (or a recursive call), or the copy's package re-exporting it
-        return caller is None or depth == 0 or self.named(caller, depth - 1)
+        if caller == name or caller is None and (path.rsplit("/", 1)[-1] == "__init__.py"
+                                                 or line in self.outline(path)[1]):
+            return False  # its own definition (or a recursive call), or a module of the copy importing it
+        return caller is None or depth == 0 or self.named(caller, path, depth - 1)
 
-    def _mentions(self, name: str) -> list[tuple[str, int]]:
-        """Where ``name`` occurs as a word; a file that cannot be read may name it anywhere
-        (``("", 0)``, a place outside any copy)."""
+    def _mentions(self, name: str, home: str) -> list[tuple[str, int]]:
+        """Where ``name`` occurs as a word in the files that can reach ``home``'s copy; a
+        file that cannot be read may name it anywhere (``("", 0)``, outside any copy)."""
         word = re.compile(rf"\b{re.escape(name)}\b")
         found = []
-        for path in self.python:
+        for path in self._reaching_copy(home):
             text = self.text(path)
             if text is None:
                 return [("", 0)]
             if name in text:
-                found += [(path, text.count("\n", 0, m.start()) + 1) for m in word.finditer(text)]
+                line, at = 1, 0
+                for match in word.finditer(text):  # lines counted once through the text
+                    line, at = line + text.count("\n", at, match.start()), match.start()
+                    found.append((path, line))
         return found
+
+    def _reaching_copy(self, home: str) -> list[str]:
+        """The files that can name what the copy holding ``home`` defines: the copy's own,
+        and those that mention its package (``quack`` for ``torch/_vendor/quack/``) or the
+        vendored folder (``_vendor``, for a re-export above the copy), as an import of it or
+        a dotted path in a string must. Worked out once per copy: torch's 2,285 files are
+        searched once for it, not once per name."""
+        found = VENDORED_FOLDER.search(home)
+        below = home[found.end():] if found else home
+        root = home[:len(home) - len(below)] + below.split("/", 1)[0]
+        # the copy's package, and the vendored folder a re-export above it goes through
+        words = (root.rsplit("/", 1)[-1].removesuffix(".py"), found.group(0).strip("/") if found else root)
+        if root not in self._reaching:
+            as_words = [re.compile(rf"\b{re.escape(w)}\b") for w in words]
+            self._reaching[root] = [
+                path for path in self.python if path.startswith(root) or (text := self.text(path)) is None
+                or any(w in text and pattern.search(text) for w, pattern in zip(words, as_words, strict=True))]
+        return self._reaching[root]

@@ -243,8 +243,12 @@ def names_compared_with(expr: cst.CSTNode, texts: frozenset[str]) -> frozenset[s
         right = target.comparator
         if isinstance(target.operator, (cst.Equal, cst.NotEqual, cst.In, cst.NotIn)):
             for side, other in ((left, right), (right, left)):
-                values = ([e.value for e in other.elements] if isinstance(other, (cst.Tuple, cst.List, cst.Set))
-                          else [other])
+                if isinstance(other, cst.SimpleString):
+                    values: list[cst.BaseExpression] = [other]
+                elif isinstance(other, (cst.Tuple, cst.List, cst.Set)):
+                    values = [e.value for e in other.elements]
+                else:
+                    continue  # most comparisons: nothing to read
                 named = side.value if isinstance(side, cst.Name) else side.attr.value if isinstance(
                     side, cst.Attribute) else None
                 if named and any((string_text(v) or "").lower() in texts for v in values):
