@@ -113,3 +113,18 @@ def test_an_import_inside_the_copy_is_no_use() -> None:
         ("app/_ext/imaginaire/device.py", 3)}
     texts["app/main.py"] = "from app._ext.imaginaire.distributed import launch\nlaunch()\n"
     assert unreferenced([("app/_ext/imaginaire/device.py", 3)], list(texts), texts.get) == frozenset()
+
+
+def test_a_word_in_a_docstring_or_comment_names_nothing() -> None:
+    """InvokeAI's imaginaire ``init()`` is "named" by a docstring's ``zero-init`` elsewhere;
+    prose names nothing, while a string that is a name or a dotted path still does."""
+    copy = "app/_ext/imaginaire/distributed.py"
+    texts: dict[str, str | None] = {
+        copy: "def init():\n    import pynvml\n    pynvml.nvmlInit()\n",
+        "app/net.py": '"""Uses app._ext.imaginaire: zero-init all projections."""\n# init is called by hand\n',
+    }
+    assert unreferenced([(copy, 2)], list(texts), texts.get) == {(copy, 2)}
+    texts["app/net.py"] = 'from app._ext import imaginaire\nhook = getattr(imaginaire.distributed, "init")\n'
+    assert unreferenced([(copy, 2)], list(texts), texts.get) == frozenset()
+    texts["app/net.py"] = 'HOOKS = ["app._ext.imaginaire.distributed.init"]\n'
+    assert unreferenced([(copy, 2)], list(texts), texts.get) == frozenset()

@@ -4,20 +4,23 @@ A project that copies another Python package into its own tree (InvokeAI's
 ``backend/pid/_ext/imaginaire``, unsloth-zoo's ``_vendored/fla``) ships the whole copy
 and uses part of it: imaginaire's ``pynvml`` GPU helpers and fla's autotuned Triton
 kernels come along, yet nothing in the project calls them, so they never run on any GPU.
-Names are matched as words, strings and docstrings included: conservative, so a name as
-common as ``init`` is always mentioned somewhere and stays alive.
+Names are matched as words in code and in strings that are a name or a dotted path
+(``getattr(m, "init")``, a registry's ``"pkg.utils.init"``); a comment or a docstring that
+says ``zero-init`` names nothing.
 Unlike the project's own modules, whose public functions are its users' API, a copy's
 functions are there for the project alone. So a finding inside a top-level function or
 class of a file under a folder named for vendored code whose name no other place of
-the project's Python mentions (as a word, in code or in a string: a call, an import, an
-``__all__`` entry or a registry key all count) takes the ``unreferenced`` guard (info).
+the project's Python mentions (a call, an import, an ``__all__`` entry or a registry key
+all count) takes the ``unreferenced`` guard (info).
 A project-level fact, read only when such a finding exists, like :mod:`portscan.gated`.
 """
 
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Callable, Iterable, Sequence
 
 #: a folder holding another project's code copied in (``third_party/``, ``_vendored/``, ``_ext/``)
@@ -65,6 +68,8 @@ def unreferenced(places: Iterable[tuple[str, int]], python: Sequence[str],
 
 #: how many definitions deep a name is followed through callers that are dead themselves
 _DEPTH = 3
+#: characters of a file beyond which its comments and docstrings are not told apart
+_PROSE_LIMIT = 200_000
 
 
 class _Project:
@@ -77,6 +82,7 @@ class _Project:
         self._outlines: dict[str, tuple[list[tuple[int, int, str]], frozenset[int]]] = {}
         self._named: dict[tuple[str, str, int], bool] = {}
         self._reaching: dict[str, list[str]] = {}
+        self._prose: dict[str, list[tuple[int, int]]] = {}
 
     def text(self, path: str) -> str | None:
         if path not in self._texts:
@@ -117,16 +123,32 @@ class _Project:
         file that cannot be read may name it anywhere (``("", 0)``, outside any copy)."""
         word = re.compile(rf"\b{re.escape(name)}\b")
         found = []
+        root = _copy_root(home)[0]
         for path in self._reaching_copy(home):
             text = self.text(path)
             if text is None:
                 return [("", 0)]
             if name in text:
+                # prose is read in the project's files only: the copy's own are followed
+                # definition by definition, and tokenizing them all is costly (torch's quack)
+                prose = self.prose(path) if not path.startswith(root) else []
                 line, at = 1, 0
                 for match in word.finditer(text):  # lines counted once through the text
                     line, at = line + text.count("\n", at, match.start()), match.start()
-                    found.append((path, line))
+                    if not any(start <= match.start() < end for start, end in prose):
+                        found.append((path, line))
         return found
+
+    def prose(self, path: str) -> list[tuple[int, int]]:
+        """Offsets of a file's comments and of its strings that are no name or dotted path
+        (docstrings, messages): a word there (``zero-init``, ``Device to create tensors on``)
+        names nothing. ``"init"`` and ``"pkg.utils.init"`` stay names (``getattr``, registries);
+        a file the tokenizer cannot read has none, and so has one above ``_PROSE_LIMIT``
+        (tokenizing runs at about 1.5 MB a second: every word there stays a mention)."""
+        if path not in self._prose:
+            text = self.text(path) or ""
+            self._prose[path] = _prose(text) if len(text) <= _PROSE_LIMIT else []
+        return self._prose[path]
 
     def _reaching_copy(self, home: str) -> list[str]:
         """The files that can name what the copy holding ``home`` defines: the copy's own,
@@ -134,14 +156,47 @@ class _Project:
         vendored folder (``_vendor``, for a re-export above the copy), as an import of it or
         a dotted path in a string must. Worked out once per copy: torch's 2,285 files are
         searched once for it, not once per name."""
-        found = VENDORED_FOLDER.search(home)
-        below = home[found.end():] if found else home
-        root = home[:len(home) - len(below)] + below.split("/", 1)[0]
-        # the copy's package, and the vendored folder a re-export above it goes through
-        words = (root.rsplit("/", 1)[-1].removesuffix(".py"), found.group(0).strip("/") if found else root)
+        root, words = _copy_root(home)
         if root not in self._reaching:
             as_words = [re.compile(rf"\b{re.escape(w)}\b") for w in words]
             self._reaching[root] = [
                 path for path in self.python if path.startswith(root) or (text := self.text(path)) is None
                 or any(w in text and pattern.search(text) for w, pattern in zip(words, as_words, strict=True))]
         return self._reaching[root]
+
+
+def _copy_root(home: str) -> tuple[str, tuple[str, str]]:
+    """The copy holding ``home`` (``torch/_vendor/quack``) and the words a file that can
+    reach it names: the copy's package, and the vendored folder a re-export above it
+    goes through (``quack``, ``_vendor``)."""
+    found = VENDORED_FOLDER.search(home)
+    below = home[found.end():] if found else home
+    root = home[:len(home) - len(below)] + below.split("/", 1)[0]
+    return root, (root.rsplit("/", 1)[-1].removesuffix(".py"), found.group(0).strip("/") if found else root)
+
+
+#: a string literal's text that refers to something by name: ``init``, ``pkg.utils.init``
+_DOTTED = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
+
+
+def _prose(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the comments and the prose strings of a module."""
+    starts = [0]
+    for line in text.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    spans = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.COMMENT or token.type == tokenize.STRING and not _names_something(token.string):
+                (row, col), (end_row, end_col) = token.start, token.end
+                spans.append((starts[row - 1] + col, starts[end_row - 1] + end_col))
+    except (tokenize.TokenError, IndentationError, SyntaxError, IndexError):
+        return []
+    return spans
+
+
+def _names_something(literal: str) -> bool:
+    """Is a string literal a name or a dotted path (``"init"``, ``'pkg.utils.init'``)?"""
+    body = literal.lstrip("rRbBuUfF")
+    quote = body[:3] if body[:3] in ("\"\"\"", "\'\'\'") else body[:1]
+    return _DOTTED.fullmatch(body[len(quote):len(body) - len(quote)]) is not None
