@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from portscan.scan import scan_paths
-from portscan.unreferenced import definitions, unreferenced
+from portscan.unreferenced import outline, unreferenced
 
 HELPERS = """\
 import torch
@@ -96,8 +96,9 @@ def test_a_file_that_cannot_be_read_may_name_anything() -> None:
 
 def test_definitions_span_their_decorators() -> None:
     text = "@triton.autotune(configs=[triton.Config({}, num_warps=32)], key=['D'])\n@triton.jit\ndef k(x):\n    pass\n"
-    assert definitions(text) == [(1, 4, "k")]
-    assert definitions("def broken(:\n") == []
+    assert outline(text) == ([(1, 4, "k")], frozenset())
+    assert outline("import os\nfrom a import (\n    b,\n)\n") == ([], frozenset({1, 2, 3, 4}))
+    assert outline("def broken(:\n") == ([], frozenset())
 
 
 def test_an_import_inside_the_copy_is_no_use() -> None:
@@ -128,3 +129,11 @@ def test_a_word_in_a_docstring_or_comment_names_nothing() -> None:
     assert unreferenced([(copy, 2)], list(texts), texts.get) == frozenset()
     texts["app/net.py"] = 'HOOKS = ["app._ext.imaginaire.distributed.init"]\n'
     assert unreferenced([(copy, 2)], list(texts), texts.get) == frozenset()
+
+
+def test_prose_offsets_follow_the_tokenizers_lines() -> None:
+    """A form feed ends no line for the tokenizer (``str.splitlines`` would count one)."""
+    from portscan.unreferenced import _prose
+
+    text = 'x = 1\x0c\ny = "init"\n"""doc init"""\n# init here\n'
+    assert [text[start:end] for start, end in _prose(text)] == ['"""doc init"""', "# init here"]

@@ -4,22 +4,23 @@ A project that copies another Python package into its own tree (InvokeAI's
 ``backend/pid/_ext/imaginaire``, unsloth-zoo's ``_vendored/fla``) ships the whole copy
 and uses part of it: imaginaire's ``pynvml`` GPU helpers and fla's autotuned Triton
 kernels come along, yet nothing in the project calls them, so they never run on any GPU.
-Names are matched as words in code and in strings that are a name or a dotted path
-(``getattr(m, "init")``, a registry's ``"pkg.utils.init"``); a comment or a docstring that
-says ``zero-init`` names nothing.
 Unlike the project's own modules, whose public functions are its users' API, a copy's
 functions are there for the project alone. So a finding inside a top-level function or
-class of a file under a folder named for vendored code whose name no other place of
-the project's Python mentions (a call, an import, an ``__all__`` entry or a registry key
-all count) takes the ``unreferenced`` guard (info).
-A project-level fact, read only when such a finding exists, like :mod:`portscan.gated`.
+class of a file under a folder named for vendored code, whose name no other place of
+the project's Python mentions, takes the ``unreferenced`` guard (info). A mention is the
+name as a word in code (a call, an import, an ``__all__`` entry) or in a string that is
+a name or a dotted path (``getattr(m, "init")``, a registry's ``"pkg.utils.init"``); a
+comment or a docstring that says ``zero-init`` names nothing. A project-level fact, read
+only when such a finding exists, like :mod:`portscan.gated`.
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import io
 import re
+import sys
 import tokenize
 from collections.abc import Callable, Iterable, Sequence
 
@@ -28,15 +29,10 @@ VENDORED_FOLDER = re.compile(
     r"(?:^|/)(?:_vendored|vendored|_vendor|vendor|third_party|thirdparty|3rdparty|_ext|extern|external)/")
 
 
-def definitions(text: str) -> list[tuple[int, int, str]]:
-    """(first line, its decorators included; last line; name) of each top-level ``def``
-    and ``class`` of a module (none for a module CPython cannot parse)."""
-    return outline(text)[0]
-
-
 def outline(text: str) -> tuple[list[tuple[int, int, str]], frozenset[int]]:
-    """A module's top-level definitions (see :func:`definitions`) and the lines of its
-    top-level imports, which name what they import without running it."""
+    """A module's top-level ``def``s and ``class``es, each as (first line, its decorators
+    included; last line; name), and the lines of its top-level imports, which name what
+    they import without running it (nothing for a module CPython cannot parse)."""
     try:
         module = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -52,10 +48,10 @@ def unreferenced(places: Iterable[tuple[str, int]], python: Sequence[str],
                  text_of: Callable[[str], str | None]) -> frozenset[tuple[str, int]]:
     """The ``(path, line)`` places, of files under a vendored folder, that lie in a
     top-level definition nothing else names: no place of the project's ``python`` files
-    mentions it but its own definition, the copy's package ``__init__.py`` re-exporting it,
-    the copy's modules importing it and other such definitions of the copy (fla's ``logsumexp_fwd_kernel`` is launched
-    only by ``logsumexp_fwd``, which nothing calls; followed three definitions deep).
-    ``text_of`` reads a file by its path (None: unreadable)."""
+    mentions it but its own definition, the copy's package ``__init__.py`` re-exporting
+    it, the copy's modules importing it and other such definitions of the copy (fla's
+    ``logsumexp_fwd_kernel`` is launched only by ``logsumexp_fwd``, which nothing calls;
+    followed three definitions deep). ``text_of`` reads a file by its path (None: unreadable)."""
     project = _Project(python, text_of)
     found = set()
     for path, line in places:
@@ -135,7 +131,7 @@ class _Project:
                 line, at = 1, 0
                 for match in word.finditer(text):  # lines counted once through the text
                     line, at = line + text.count("\n", at, match.start()), match.start()
-                    if not any(start <= match.start() < end for start, end in prose):
+                    if not _inside(prose, match.start()):
                         found.append((path, line))
         return found
 
@@ -179,11 +175,16 @@ def _copy_root(home: str) -> tuple[str, tuple[str, str]]:
 _DOTTED = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_][\w]*)*")
 
 
+def _inside(spans: Sequence[tuple[int, int]], at: int) -> bool:
+    """Is offset ``at`` inside one of ``spans`` (in order, not overlapping)?"""
+    i = bisect.bisect_right(spans, (at, sys.maxsize)) - 1
+    return i >= 0 and at < spans[i][1]
+
+
 def _prose(text: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of the comments and the prose strings of a module."""
-    starts = [0]
-    for line in text.splitlines(keepends=True):
-        starts.append(starts[-1] + len(line))
+    """(start, end) offsets, in order, of the comments and the prose strings of a module."""
+    # rows as the tokenizer counts them: StringIO.readline ends a line at "\n" only
+    starts = [0, *(m.end() for m in re.finditer("\n", text))]
     spans = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):
