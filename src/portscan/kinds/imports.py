@@ -67,6 +67,9 @@ class ImportPattern:
     #: module is ``flash_attn_interface``): an import under ``if HAS_FLASH_ATTN_HOPPER:`` is
     #: guarded like one under ``if HAS_FLASH_ATTN_INTERFACE:``
     flag_names: tuple[str, ...] = ()
+    #: modules and names below ``modules`` that run on any GPU and so are no finding
+    #: (xFormers' attention-mask classes, pure Python: ``xformers.ops.fmha.attn_bias``)
+    not_modules: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> ImportPattern:
@@ -81,7 +84,13 @@ class ImportPattern:
         for name in flag_names:
             if not name.isalnum() or name != name.lower():
                 raise PatternError(r.key("flag_names"), f"{name!r} is not a lower-case name without underscores")
-        return cls(modules=r.dotted("modules"), uses=bool(uses), probes=probes, flag_names=flag_names)
+        modules = r.dotted("modules")
+        not_modules = r.dotted("not_modules", required=False)
+        for name in not_modules:
+            if not any(is_at_or_below(name, module) and name != module for module in modules):
+                raise PatternError(r.key("not_modules"), f"{name!r} is not below one of the modules")
+        return cls(modules=modules, uses=bool(uses), probes=probes, flag_names=flag_names,
+                   not_modules=not_modules)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         """The module's segments, with an import statement naming its package, or a
@@ -105,11 +114,15 @@ class ImportPattern:
                    "the library's ROCm build) is guarded like one in a `try` whose handler falls back "
                    "(guard `fallback`)." if self.probes else "") + (
                    f" So is one under `if` a presence flag that names {code_list(self.flag_names)} "
-                   "(`if HAS_FLASH_ATTN_HOPPER:`)." if self.flag_names else "")
+                   "(`if HAS_FLASH_ATTN_HOPPER:`)." if self.flag_names else "") + (
+                   f" Not {code_list(self.not_modules)} or anything below them, which run on any GPU."
+                   if self.not_modules else "")
 
     def covers(self, name: str) -> bool:
-        """Is ``name`` one of the modules or below one (``apex.amp`` under ``apex``)?"""
-        return any(is_at_or_below(name, module) for module in self.modules)
+        """Is ``name`` one of the modules or below one (``apex.amp`` under ``apex``), and
+        not one of ``not_modules`` or below one?"""
+        return (any(is_at_or_below(name, module) for module in self.modules)
+                and not any(is_at_or_below(name, module) for module in self.not_modules))
 
     # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
 
