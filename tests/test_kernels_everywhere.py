@@ -451,3 +451,42 @@ def test_a_request_sized_from_the_device_limit_adapts_to_amd_lds(rules, prefix: 
     found = [f.rule for f in scan_source(prefix + SMEM_LAUNCH.format(query=query), "prefill.cu", rules)
              if f.rule == "PS919"]
     assert bool(found) == reported
+
+
+def test_a_library_included_again_and_again_is_one_finding_per_file(rules) -> None:
+    """CUTLASS headers included five times are one dependency of the file: one PS916 at
+    the first include, the others listed as its uses; an include in the file's ROCm
+    branch stays a finding of its own (info), and another file has its own."""
+    source = textwrap.dedent("""\
+        #include <cutlass/cutlass.h>
+        #include <cutlass/gemm/device/gemm.h>
+        #include <cute/tensor.hpp>
+        #include <cuda_runtime.h>
+        #include "cutlass/numeric_types.h"
+        #if !defined(USE_ROCM)
+        #include <cutlass/array.h>
+        #endif
+        __global__ void k(float* x) { x[threadIdx.x] = 0.f; }
+        """)
+    found = [f for f in scan_source(source, "csrc/gemm.cu", rules) if f.rule == "PS916"]
+    assert [(f.span.line, f.severity.value) for f in found] == [(1, "error"), (7, "info")]
+    assert [line for line, _ in found[0].uses] == [2, 3, 5]
+    other = scan_source(source, "csrc/other.cu", rules)
+    assert [f.span.line for f in other if f.rule == "PS916"] == [1, 7]
+
+
+def test_a_cuda_only_library_used_through_one_import_is_one_finding(rules) -> None:
+    """NVIDIA Warp (``per_import``): its calls through ``import warp as wp`` are one finding
+    at the first, the rest listed; a second import has its own."""
+    source = textwrap.dedent("""\
+        import warp as wp
+        from warp.torch import to_torch
+
+        def run(t):
+            a = wp.from_torch(t)
+            b = wp.from_torch(t * 2)
+            wp.launch(kernel, dim=a.shape[0], inputs=[a, b])
+            return to_torch(b)
+        """)
+    found = [f for f in scan_source(source, "ops.py", rules) if f.rule == "PS751"]
+    assert [(f.span.line, [line for line, _ in f.uses]) for f in found] == [(5, [6, 7]), (8, [])]

@@ -97,8 +97,9 @@ class Finding:
     #: when code moves (see :func:`portscan.scan.fingerprint`); baselines and SARIF use it
     fingerprint: str = ""
     #: other places this finding stands for, as (line, column): the later uses of the same
-    #: import by the same rule, and the uses of a guarded import's names (see
-    #: :func:`portscan.scan.collapse`); one finding per import, not one per use
+    #: import by the same rule, the uses of a guarded import's names, the later includes
+    #: of a library's headers in a kernel source (see :func:`portscan.scan.collapse`); one
+    #: finding per import, not one per use
     uses: tuple[tuple[int, int], ...] = ()
 
     def sort_key(self) -> tuple[str, int, int, str]:

@@ -190,8 +190,11 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
     - the other uses of one import that the same rule reports at the same severity are
       one finding, at the first, with the rest in ``uses``, where an import rule reports
       the import (the module is CUDA-only);
+    - so are the uses through one import of a ``per_import`` name rule's library (NVIDIA
+      Warp, CUDA-only as a whole), where no import rule reports the import;
     - a rule's findings on one subject (the local an ``if``/``elif`` table of device names
-      compares) are one finding, at the first, with the rest in ``uses``;
+      compares, or the file of a ``once_per_file`` kernel rule's includes) are one finding,
+      at the first, with the rest in ``uses``;
     - a module imported again by an import statement no guard lowers (``import cudnn`` at
       the top and inside a function) is one finding per rule and severity, at the first
       import, the others in ``uses``; a guarded import keeps its own finding, since each
@@ -222,7 +225,8 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
             extra.setdefault(id(owner), []).append(place)
             continue
         key: tuple[object, ...] | None = None
-        if owners and match.binding is not None and match.rule.pattern.kind != "import" and finding.fix is None:
+        if ((owners or getattr(match.rule.pattern, "per_import", False)) and match.binding is not None
+                and match.rule.pattern.kind != "import" and finding.fix is None):
             key = (finding.rule, match.binding, finding.severity, finding.guard)
         elif match.subject is not None and finding.fix is None:
             key = (finding.rule, "subject", match.subject, finding.severity, finding.guard)

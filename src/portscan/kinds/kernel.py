@@ -46,6 +46,9 @@ class KernelPattern:
     #: the request is sized or checked against the GPU it runs on, 64 KB of LDS on MI200/MI300
     #: included (a constant above ``fits_in`` is sized by nothing and stays a match)
     unless_limit_queried: bool = False
+    #: every match in one file is one finding, at the first, the others listed in ``uses``:
+    #: a library's headers, included again and again, are one dependency of the file
+    once_per_file: bool = False
     #: literal text one piece of which every match contains: a file without any is skipped
     needles: tuple[Needle, ...] = field(default=(), compare=False)
 
@@ -60,7 +63,8 @@ class KernelPattern:
         return cls(regex=regex, device_only=r.flag("device_only"), fits_in=fits_in,
                    unless_void_pointer=r.flag("unless_void_pointer"),
                    unless_shuffle_width=r.flag("unless_shuffle_width"),
-                   unless_limit_queried=r.flag("unless_limit_queried"), needles=needles(regex.pattern, regex.flags))
+                   unless_limit_queried=r.flag("unless_limit_queried"), once_per_file=r.flag("once_per_file"),
+                   needles=needles(regex.pattern, regex.flags))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         return ()
@@ -81,8 +85,10 @@ class KernelPattern:
                  "limit before it (`cudaDevAttrMaxSharedMemoryPerBlockOptin`, `sharedMemPerBlockOptin`, ...), is not "
                  "reported: the request is sized or checked against the GPU it runs on." if self.unless_limit_queried
                  else "")
+        once = (" All matches in one file are one finding, at the first, the others listed with it."
+                if self.once_per_file else "")
         return (f"Kernel source text matching `{self.regex.pattern}` in {where}, with comments and strings "
-                f"ignored.{fits}{void}{width}{limit}")
+                f"ignored.{fits}{void}{width}{limit}{once}")
 
     def match_kernel(self, source: KernelSource) -> Iterator[Span]:
         if (self.device_only and not source.device) or not present(self.needles, source.code, source.lowered):

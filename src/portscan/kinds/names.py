@@ -63,13 +63,17 @@ class NamePattern:
     #: in a module that uses none of them the value is only stored or converted, and a use
     #: is ``info`` (guard ``no-consumer``)
     consumers: tuple[str, ...] = ()
+    #: the names belong to a library that is CUDA-only as a whole (NVIDIA Warp): its uses
+    #: through one import are one finding, at the first, the others listed in ``uses``
+    per_import: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> NamePattern:
         return cls(names=r.dotted("names", wildcard=True), usage=r.choice("usage", USAGES, "any"),
                    follow=r.flag("follow"), first_party=r.flag("first_party"),
                    unless_listed_with=r.dotted("unless_listed_with", required=False, wildcard=True),
-                   consumers=r.dotted("consumers", required=False, wildcard=True))
+                   consumers=r.dotted("consumers", required=False, wildcard=True),
+                   per_import=r.flag("per_import"))
 
     @property
     def extra_sites(self) -> frozenset[str]:
@@ -94,8 +98,10 @@ class NamePattern:
         own = (" They also match in the library's own source tree (where its package is the project's "
                "own).") if self.first_party else ""
         consumed = consumers_sentence(self.consumers)
+        once = (" The uses through one import are one finding, at the first, the others listed with it."
+                if self.per_import else "")
         return (f"Uses of {code_list(self.names)}, resolved through import aliases{follow}"
-                + (f", {usage}." if usage else ".") + listed + own + consumed)
+                + (f", {usage}." if usage else ".") + listed + own + consumed + once)
 
     def accepts_usage(self, usage: str) -> bool:
         """``usage`` is how a use treats the value: ``truth``, ``operand``, ``tag`` or ``other``."""

@@ -244,7 +244,7 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, 
     return [Match(m.rule, m.start, m.end, m.variables,
                   _strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]
                              + ([VENDOR_BRANCH] if shim and not shim.isdisjoint(_WORD.findall(code, m.start, m.end))
-                                else [])))
+                                else [])), subject=m.subject)
             for m in matches]
 
 
@@ -262,7 +262,7 @@ def _kernel_matches(code: str, rules: Sequence[Rule], hipify: frozenset[str] | N
     """Every kind on this surface is a :class:`KernelKind` (a test checks); each finds its own.
     A rule that ``supersedes`` another replaces it where both match at the same offset."""
     source = KernelSource(code, hipify, device)
-    matches = [Match(rule, start, end) for rule in rules
-               for start, end in cast(KernelKind, rule.pattern).match_kernel(source)]
+    matches = [Match(rule, start, end, subject="file" if getattr(rule.pattern, "once_per_file", False) else None)
+               for rule in rules for start, end in cast(KernelKind, rule.pattern).match_kernel(source)]
     superseded = {(code, m.start) for m in matches for code in m.rule.supersedes}
     return [m for m in matches if (m.rule.code, m.start) not in superseded] if superseded else matches

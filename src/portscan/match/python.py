@@ -2499,8 +2499,9 @@ class _Bindings:
         self._reported = {site[0] for rule, site, _, _ in reports if isinstance(site, tuple) and _is_import(rule, site)}
         wanted = {id(node) for rule, site, node, _ in reports if not _is_import(rule, site)}
         self._chains: dict[int, _Chain] = {}
+        per_import = any(getattr(rule.pattern, "per_import", False) for rule, _, _, _ in reports)
         # else no use has an import to join
-        if wanted and (self._reported or collector.fallback_tries or collector.fallback_ifs):
+        if wanted and (self._reported or per_import or collector.fallback_tries or collector.fallback_ifs):
             for chain in collector.chains:
                 for node in chain.nodes:
                     if id(node) in wanted:
