@@ -566,3 +566,21 @@ def test_a_presence_flag_may_call_the_library_by_another_name(rules, flag: str, 
     """
     [finding] = [f for f in _scan(source, rules) if f.rule == "PS702"]
     assert finding.guard == guard
+
+
+def test_reading_a_constant_of_a_cuda_only_module_is_no_use_of_its_own(rules) -> None:
+    """``trt.DataType.HALF`` and ``pynvml.NVML_CLOCK_SM`` read a constant: once the import
+    worked they cannot fail, so they are not listed as uses (optimum-nvidia's dtype
+    table); a call, and a lower-case attribute, are."""
+    source = textwrap.dedent("""\
+        import tensorrt as trt
+
+        def to_trt(name):
+            if name == "fp16":
+                return trt.DataType.HALF
+            return trt.float16
+
+        logger = trt.Logger(trt.Logger.WARNING)
+        """)
+    found = [f for f in scan_source(source, "lang.py", rules) if f.rule == "PS101"]
+    assert [(f.span.line, [line for line, _ in f.uses]) for f in found] == [(1, [6, 8])]

@@ -97,6 +97,24 @@ def test_a_compute_dtype_choice_is_tuning_but_an_fp8_one_is_not(rules) -> None:
     assert gates == [(3, "info", "tuning"), (4, "info", "tuning"), (8, "error", None)]
 
 
+def test_the_dtypes_a_test_runs_are_a_tuning_choice(rules) -> None:
+    """``dtypes += [torch.float16, torch.bfloat16]`` under ``major >= 8`` only widens the
+    dtypes a test tries, all of which ROCm GPUs run (cuequivariance's tests); adding an
+    FP8 dtype, or anything else, keeps the gate loud."""
+    source = """
+        import torch
+        data_types = [torch.float32, torch.float64]
+        if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:
+            data_types += [torch.float16, torch.bfloat16]
+        if torch.cuda.get_device_capability()[0] >= 8:
+            data_types += [torch.float8_e4m3fn]
+        if torch.cuda.get_device_capability()[0] >= 8:
+            data_types += [ops.fused_float16]
+        """
+    gates = [(line, s, g) for line, rule, s, g in found(rules, source) if rule == "PS501"]
+    assert gates == [(4, "info", "tuning"), (6, "warning", None), (8, "warning", None)]
+
+
 def test_only_ones_and_zeros_are_a_switch_not_a_tuning_choice(rules) -> None:
     source = """
         import torch

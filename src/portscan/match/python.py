@@ -2476,6 +2476,9 @@ class _Facts:
 
 #: module attributes that describe the module rather than use it
 _METADATA = frozenset({"__version__", "__file__", "__path__", "__name__"})
+#: an upper-case attribute is a constant (``trt.DataType.HALF``, ``pynvml.NVML_CLOCK_SM``):
+#: reading it runs nothing, so it is no use of its own
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 def _is_import(rule: Rule, site: object) -> bool:
@@ -2687,9 +2690,11 @@ def _use_candidates(collector: _Collector
                 found.append((rule, statement, chain.nodes[-1],
                               {"local": chain.parts[0], "module": ".".join([source, *chain.parts])}))
             continue
-        if chain.parts[0] not in wanted or (len(chain.parts) > 1 and chain.parts[1] in _METADATA) \
+        if chain.parts[0] not in wanted or (len(chain.parts) > 1 and (chain.parts[1] in _METADATA
+                                                                      or _CONSTANT.fullmatch(chain.parts[-1]))) \
                 or id(chain.nodes[-1]) in collector.handled_types:
-            continue  # `trt.__version__` works wherever the import did; `except NVMLError:` copes
+            # `trt.__version__` and `trt.DataType.HALF` work wherever the import did; `except NVMLError:` copes
+            continue
         owner = chain.scope.lookup(chain.parts[0])
         for rule, statement, scope in wanted[chain.parts[0]]:
             # `pynvml.nvmlInit()`, and `nvmlInit()` after `from pynvml import nvmlInit`

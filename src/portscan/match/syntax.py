@@ -110,7 +110,8 @@ def picks_numbers(node: cst.If | cst.IfExp) -> bool:
     whose branches (nested ``if``/``elif``/``else`` included) do nothing but assign
     numeric literals (``BLOCK_M, BLOCK_N = 128, 64``; ``num_warps = 8``) -- a tuning
     choice such as a tile size or a warp count, not a code path; likewise a compute dtype
-    every ROCm GPU runs (``torch.bfloat16 if major >= 8 else torch.float16``). Only 0s and
+    every ROCm GPU runs (``torch.bfloat16 if major >= 8 else torch.float16``), or a list of
+    them (``dtypes += [torch.float16, torch.bfloat16]``, the dtypes a test runs). Only 0s and
     1s (``USE_TMA = 1 if c else 0``) are a switch, not a tuning choice."""
     values = _chosen_numbers(node)
     return values is not None and not set(values) <= {0, 1}
@@ -139,6 +140,10 @@ def _numbers_in(node: cst.BaseExpression) -> list[object] | None:
     chain = dotted(node) if isinstance(node, cst.Attribute) else None
     if chain is not None and chain[1][0] == "torch" and len(chain[1]) == 2 and chain[1][1] in _COMPUTE_DTYPES:
         return [chain[1][1]]  # torch.bfloat16 if cap >= (8, 0) else torch.float16
+    if isinstance(node, (cst.List, cst.Tuple)) and node.elements and all(
+            isinstance(e, cst.Element) and isinstance(e.value, cst.Attribute) for e in node.elements):
+        dtypes = [_numbers_in(e.value) for e in node.elements]  # `[torch.float16, torch.bfloat16]`: test dtypes
+        return None if any(d is None for d in dtypes) else [v for d in dtypes for v in d or ()]
     value = literal(node)
     items = list(value) if isinstance(value, tuple) else [value]
     numeric = bool(items) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in items)
@@ -151,8 +156,8 @@ def _assigned_numbers(body: cst.BaseSuite | cst.If) -> list[object] | None:
     for statement in statements:
         if isinstance(statement, cst.If):
             values = _chosen_numbers(statement)
-        elif isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is not None:
-            values = _numbers_in(statement.value)
+        elif isinstance(statement, (cst.Assign, cst.AnnAssign, cst.AugAssign)) and statement.value is not None:
+            values = _numbers_in(statement.value)  # `dtypes += [torch.float16, torch.bfloat16]` too
         elif isinstance(statement, cst.Pass):
             values = []
         else:
