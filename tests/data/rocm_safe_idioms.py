@@ -478,3 +478,18 @@ def sdpa_backends(**enabled: bool) -> list:
 
 
 FP8_E4M3_MAX = 448.0  # the bound of weights stored as e4m3fn; nothing computes in FP8 here (InvokeAI)
+
+
+def onnx_providers() -> list:
+    """Taking TensorRT out of the provider list requests it no more than a test does (InvokeAI)."""
+    from onnxruntime import get_available_providers
+
+    providers = get_available_providers()
+    if "TensorrtExecutionProvider" in providers:
+        providers.remove("TensorrtExecutionProvider")
+    return providers
+
+
+TEST_DTYPES = [torch.float32]
+if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:
+    TEST_DTYPES += [torch.float16, torch.bfloat16]  # dtypes every ROCm GPU runs (cuequivariance's tests)

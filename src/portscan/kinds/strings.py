@@ -33,7 +33,8 @@ class StringPattern:
     where the literal is compared for equality (``providers[0] ==
     "TensorrtExecutionProvider"``, ``provider in ["CUDAExecutionProvider", ...]``), which
     reads a name and requests nothing (``"X" in get_available_providers()`` still
-    counts: it asks for X). With
+    counts: it asks for X), nor where it is removed from a collection
+    (``providers.remove("X")``, and ``"X" in providers`` before it). With
     ``regex`` instead of ``values``: a string literal or f-string (placeholders read as
     ``\\0``) in which the regex finds a match (a CUDA wheel index URL inside a pip command).
     With ``unless_passed_as``, not a string that reaches one of those keyword arguments of
@@ -48,7 +49,8 @@ class StringPattern:
     unless: tuple[str, ...] = ()
     regex: Regex | None = None  #: searched in the text of each string literal
     tested: bool = False
-    #: not where the literal is compared for equality (``==``, ``!=``, ``x in ["..."]``)
+    #: not where the literal is compared for equality (``==``, ``!=``, ``x in ["..."]``) or
+    #: removed from a collection (``x.remove("...")``, and the test ``"..." in x`` for it)
     unless_compared: bool = False
     #: with ``tested``: only where the same ``and`` chain also looks for one of these texts
     alongside: tuple[str, ...] = ()
@@ -96,8 +98,9 @@ class StringPattern:
                          if self.alongside else "")
             return (f"String literals {code_list(map(repr, self.values))} looked for in another text "
                     f"(`in`, `==`, `startswith`, `find`, `re.search`, ...){alongside}.")
-        compared = (", not compared for equality (`==`, `!=`, `x in [...]`: that reads a name and requests "
-                    "nothing)") if self.unless_compared else ""
+        compared = (", not compared for equality (`==`, `!=`, `x in [...]`) nor removed from a collection "
+                    "(`x.remove(\"...\")`, and the test `\"...\" in x` before it): that reads a name and requests "
+                    "nothing") if self.unless_compared else ""
         return f"String literals {code_list(map(repr, self.values))} outside docstrings{compared}."
 
     @property
@@ -215,15 +218,30 @@ def _tested_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
     return found
 
 
+#: methods that take an item out of a list or set
+_REMOVALS = frozenset({"remove", "discard"})
+
+
 def _compared_nodes(surface: PythonSurface) -> list[cst.BaseExpression]:
     """The operands of ``==``/``!=`` and the items of a literal collection a text is looked
-    up in (``provider in ["A", "B"]``): texts compared whole with another."""
+    up in (``provider in ["A", "B"]``): texts compared whole with another; and a text
+    removed from a collection (``providers.remove("A")``), with the test that it is there
+    (``if "A" in providers:``), which request it no more than a comparison does."""
     found: list[cst.BaseExpression] = []
+    removed: set[tuple[str, str]] = set()  # (text, the collection's source)
+    for call, _scope in surface.calls:
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _REMOVALS and call.args:
+            found.append(call.args[0].value)
+            text = surface.text(call.args[0].value)
+            if text is not None:
+                removed.add((text, surface.snippet(call.func.value)))
     for left, operator, right, _scope in _operand_pairs(surface):
         if operator in ("==", "!="):
             found += [left, right]
         elif operator in ("in", "not in") and isinstance(right, (cst.List, cst.Tuple, cst.Set)):
             found += [e.value for e in right.elements if isinstance(e, cst.Element)]
+        elif operator == "in" and removed and (surface.text(left), surface.snippet(right)) in removed:
+            found.append(left)  # `if "A" in providers: providers.remove("A")`; not `"A" not in providers`
     return found
 
 
