@@ -403,6 +403,22 @@ def test_a_cuda_release_test_is_false_after_hipify(rules) -> None:
                      ("PS924", 9): ("info", "vendor-branch")}
 
 
+
+@pytest.mark.parametrize(("gate", "compiled_out"), [
+    ("#if defined(CUDA_VERSION) && CUDA_VERSION >= 11000 && !defined(_MSC_VER)", True),  # stable-fast's cublasLt
+    ("#if (defined(CUDA_VERSION) && (CUDA_VERSION >= 11000)) && !defined(_WIN32)", True),
+    ("#if !defined(_MSC_VER) && CUDA_VERSION < 11000", False),  # true on ROCm
+    ("#if defined(_WIN32) || defined(CUDA_VERSION) && CUDA_VERSION >= 11000", False),  # Windows ROCm takes it
+    ("#if !(defined(_MSC_VER) && CUDA_VERSION >= 11000)", False),  # a negated group holds on ROCm
+])
+def test_an_and_chain_with_a_cuda_release_test_is_false_after_hipify(rules, gate: str, compiled_out: bool) -> None:
+    """An ``&&`` chain is false where one of its terms is: with ``CUDA_VERSION >= 11000``
+    among them, hipcc never compiles the block, whatever the other terms say."""
+    ptx = '__device__ void commit() { asm volatile("cp.async.commit_group;\\n" ::); }'
+    source = f"#include <cuda.h>\n{gate}\n{ptx}\n#endif\n"
+    found = [(f.severity.value, f.guard) for f in scan_source(source, "k.cu", rules) if f.rule == "PS914"]
+    assert found and all(guard == ("vendor-branch" if compiled_out else None) for _, guard in found), found
+
 LOGICAL_WARP = """\
 #define WARP_SIZE (32)
 __device__ float warp_sum(float v) {

@@ -92,6 +92,8 @@ _CUDA_RELEASE_TEST = re.compile(r"\bCUDA_VERSION\s*(?:>=?|==)\s*\(?\s*(\d+)")
 _AT_LEAST = re.compile(r">=?|==")
 _MAY_HOLD_WITHOUT = re.compile(r"\|\||<|!")
 _DEFINED = re.compile(r"^\s*\(?\s*(?:defined\s*\(?\s*)?(\w+)")
+#: ``!(...)``: a negated group, whose ``&&`` terms are no terms of the whole condition
+_NEGATED_GROUP = re.compile(r"!\s*\(")
 
 
 def _needs_toolkit(word: str, condition: str, toolkit_macros: frozenset[str]) -> bool:
@@ -99,10 +101,14 @@ def _needs_toolkit(word: str, condition: str, toolkit_macros: frozenset[str]) ->
     that is false where the macro is undefined (``#if __CUDACC_VER_MAJOR__ >= 11``,
     ``#ifdef CUDART_VERSION``) or hipified (``#if CUDA_VERSION >= 11000``), or a test of a
     macro only such branches define (``#ifdef FLASHINFER_CP_ASYNC_ENABLED``)? Not with
-    ``||``, ``!`` or ``<``, which may hold there."""
+    ``||``, ``!`` or ``<``, which may hold there; but an ``&&`` chain without ``||`` is
+    false when one of its terms is (``defined(CUDA_VERSION) && CUDA_VERSION >= 11000 &&
+    !defined(_MSC_VER)``)."""
     if word == "ifdef":
         name = condition.strip()
         return bool(_TOOLKIT_MACRO.fullmatch(name)) or name in toolkit_macros
+    if word in ("if", "elif") and "&&" in condition and "||" not in condition and not _NEGATED_GROUP.search(condition):
+        return any(_needs_toolkit(word, term, toolkit_macros) for term in condition.split("&&"))
     if word not in ("if", "elif") or _MAY_HOLD_WITHOUT.search(condition):
         return False
     if _TOOLKIT_MACRO.search(condition) and _AT_LEAST.search(condition):
