@@ -506,3 +506,27 @@ def test_a_cuda_only_library_used_through_one_import_is_one_finding(rules) -> No
         """)
     found = [f for f in scan_source(source, "ops.py", rules) if f.rule == "PS751"]
     assert [(f.span.line, [line for line, _ in f.uses]) for f in found] == [(5, [6, 7]), (8, [])]
+
+
+def test_the_cudnn_calls_of_a_file_that_includes_cudnn_are_its_uses(rules) -> None:
+    """cuDNN has no HIP mapping at all: a file that includes ``cudnn.h`` is one PS917
+    finding listing its cuDNN calls (which PS924 would report one by one, CuPy's binding
+    header holds 49), not one finding per call; other unmapped calls stay PS924's, and
+    without the include the calls are PS924's."""
+    from portscan.match.hipify import load_hipify_names
+    source = textwrap.dedent("""\
+        #include <cudnn.h>
+        void f(cudnnHandle_t h, cudnnTensorDescriptor_t d) {
+          cudnnCreate(&h);
+          cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 1, 1);
+          cudaCtxResetPersistingL2Cache();
+        }
+        """)
+    hipify = load_hipify_names()
+    found = {f.rule: f for f in scan_source(source, "cudnn_ops.cu", rules, hipify=hipify)}
+    assert set(found) == {"PS917", "PS924"}
+    assert found["PS924"].message.startswith("`cudaCtxResetPersistingL2Cache`")
+    assert {line for line, _ in found["PS917"].uses} == {2, 4}  # cudnnCreate is in the hipify table
+    alone = scan_source(source.replace("#include <cudnn.h>", "#include <cuda_runtime.h>"), "cudnn_ops.cu", rules,
+                        hipify=hipify)
+    assert sum(f.rule == "PS924" for f in alone) == 3

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import re
 import os
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
@@ -63,6 +64,10 @@ from portscan.ruleset.loader import RuleSet
 
 if TYPE_CHECKING:
     from portscan.match.python import ModuleWalk
+
+#: the identifier a finding or a use starts at
+_WORD_AT = re.compile(r"\w+")
+
 
 def fingerprint(rule: str, path: str, text: str) -> str:
     """A finding's identity that survives moves: rule, path and its source lines with all
@@ -649,9 +654,11 @@ def _own_cuda_names(findings: list[Finding], discovery: Discovery, inputs: _Inpu
     """Findings of ``cuda-api`` rules on a name the project's own C++ declares (gloo's
     ``cudaSum``, ``cudaNumDevices()``) are dropped: the project's name, no CUDA API (see
     :func:`portscan.headers.declared_cuda_names`; a project-level fact, read only when
-    such a finding exists)."""
+    such a finding exists); so are such names among the uses an ``api_prefixes`` rule
+    lists (CuPy's own ``cudnnSetPersistentRNNPlan`` stubs beside its ``#include <cudnn.h>``)."""
     api = {r.code for r in inputs.rules.rules if r.pattern.kind == "cuda-api"}
-    flagged = [f for f in findings if f.rule in api]
+    folding = {r.code for r in inputs.rules.rules if getattr(r.pattern, "api_prefixes", ())}
+    flagged = [f for f in findings if f.rule in api or (f.rule in folding and f.uses)]
     if not flagged:
         return findings
     kernels = [s for s in discovery.files if s.kind in _KERNEL_KINDS]
@@ -661,17 +668,18 @@ def _own_cuda_names(findings: list[Finding], discovery: Discovery, inputs: _Inpu
         return findings
 
     @functools.cache
-    def text_of(path: str) -> str:
-        return _text_or_none(inputs, discovery.root / path) or ""
+    def lines_of(path: str) -> list[str]:
+        return (_text_or_none(inputs, discovery.root / path) or "").splitlines()
 
-    def named(f: Finding) -> str:
-        text = text_of(f.path)
-        lines = text.splitlines()
-        line = lines[f.span.line - 1] if f.span.line <= len(lines) else ""
-        return line[f.span.column - 1:f.span.end_column - 1] if f.span.end_line == f.span.line else ""
+    def word_at(path: str, line: int, column: int) -> str:
+        lines = lines_of(path)
+        found = _WORD_AT.match(lines[line - 1], column - 1) if line <= len(lines) else None
+        return found.group(0) if found else ""
 
-    own = {id(f) for f in flagged if named(f) in names}
-    return [f for f in findings if id(f) not in own] if own else findings
+    own = {id(f) for f in flagged if f.rule in api and word_at(f.path, f.span.line, f.span.column) in names}
+    return [dataclasses.replace(f, uses=tuple(u for u in f.uses if word_at(f.path, *u) not in names))
+            if f.rule in folding and f.uses else f
+            for f in findings if id(f) not in own]
 
 
 def _rocm_builds(findings: list[Finding], discovery: Discovery, inputs: _Inputs) -> list[Finding]:

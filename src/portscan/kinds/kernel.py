@@ -9,10 +9,14 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from portscan.bounded import Regex
+from portscan.kinds.common import code_list
 from portscan.kinds.needles import Needle, needles, present
 from portscan.kinds.sites import KernelSource, Span
 from portscan.ruleset.prefilter import Token
 from portscan.ruleset.table import PatternError, TableReader
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_]\w*\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +53,10 @@ class KernelPattern:
     #: every match in one file is one finding, at the first, the others listed in ``uses``:
     #: a library's headers, included again and again, are one dependency of the file
     once_per_file: bool = False
+    #: identifier prefixes of the library a match pulls in (``cudnn``, ``CUDNN_``): in a file
+    #: it matches, other rules' matches of such identifiers (PS924's unmapped cuDNN calls)
+    #: under the same guard are listed as uses of its finding, not findings of their own
+    api_prefixes: tuple[str, ...] = ()
     #: literal text one piece of which every match contains: a file without any is skipped
     needles: tuple[Needle, ...] = field(default=(), compare=False)
 
@@ -64,6 +72,7 @@ class KernelPattern:
                    unless_void_pointer=r.flag("unless_void_pointer"),
                    unless_shuffle_width=r.flag("unless_shuffle_width"),
                    unless_limit_queried=r.flag("unless_limit_queried"), once_per_file=r.flag("once_per_file"),
+                   api_prefixes=r.texts("api_prefixes", required=False, check=_IDENTIFIER, what="identifier prefix"),
                    needles=needles(regex.pattern, regex.flags))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
@@ -86,7 +95,9 @@ class KernelPattern:
                  "reported: the request is sized or checked against the GPU it runs on." if self.unless_limit_queried
                  else "")
         once = (" All matches in one file are one finding, at the first, the others listed with it."
-                if self.once_per_file else "")
+                if self.once_per_file else "") + (
+                " In a file it matches, other rules' matches of identifiers starting with "
+                f"{code_list(self.api_prefixes)} are listed with its finding." if self.api_prefixes else "")
         return (f"Kernel source text matching `{self.regex.pattern}` in {where}, with comments and strings "
                 f"ignored.{fits}{void}{width}{limit}{once}")
 

@@ -11,6 +11,8 @@ so the check runs the same with or without torch installed.
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -247,11 +249,36 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, 
         return []  # no directive to read: most headers that mention CUDA match nothing
     regions = guard_regions(code)
     shim = shimmed(code, regions)
-    return [Match(m.rule, m.start, m.end, m.variables,
-                  _strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]
-                             + ([VENDOR_BRANCH] if shim and not shim.isdisjoint(_WORD.findall(code, m.start, m.end))
-                                else [])), subject=m.subject)
-            for m in matches]
+    guarded = [Match(m.rule, m.start, m.end, m.variables,
+                     _strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]
+                                + ([VENDOR_BRANCH] if shim and not shim.isdisjoint(_WORD.findall(code, m.start, m.end))
+                                   else [])), subject=m.subject)
+               for m in matches]
+    return _library_uses(guarded, code)
+
+
+def _library_uses(matches: list[Match], code: str) -> list[Match]:
+    """Other rules' matches of a library's identifiers (``cudnnSetTensor4dDescriptor`` for
+    PS924) in a file whose include of that library a rule with ``api_prefixes`` reports
+    (PS917, cuDNN): the file's first such include, under the same guard, lists them as its
+    uses, as an import lists the uses of a CUDA-only module."""
+    owners: dict[tuple[str, str | None], tuple[Match, tuple[str, ...]]] = {}
+    for m in sorted(matches, key=lambda m: m.start):
+        prefixes: tuple[str, ...] = getattr(m.rule.pattern, "api_prefixes", ())
+        if prefixes:
+            owners.setdefault((m.rule.code, m.guard), (m, prefixes))
+    if not owners:
+        return matches
+    also: dict[int, list[int]] = {}
+    kept: list[Match] = []
+    for m in matches:
+        owner = next((o for (rule, guard), (o, prefixes) in owners.items()
+                      if guard == m.guard and rule != m.rule.code and code.startswith(prefixes, m.start)), None)
+        if owner is None:
+            kept.append(m)
+        else:
+            also.setdefault(id(owner), []).append(m.start)
+    return [dataclasses.replace(m, also=(*m.also, *also[id(m)])) if id(m) in also else m for m in kept]
 
 
 def shimmed(code: str, regions: Sequence[tuple[int, int, str]]) -> frozenset[str]:
