@@ -13,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-import re
 import os
+import re
 from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING

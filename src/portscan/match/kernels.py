@@ -11,11 +11,9 @@ so the check runs the same with or without torch installed.
 
 from __future__ import annotations
 
-import dataclasses
-
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 from portscan.match import Match
@@ -278,7 +276,7 @@ def _library_uses(matches: list[Match], code: str) -> list[Match]:
             kept.append(m)
         else:
             also.setdefault(id(owner), []).append(m.start)
-    return [dataclasses.replace(m, also=(*m.also, *also[id(m)])) if id(m) in also else m for m in kept]
+    return [replace(m, also=(*m.also, *also[id(m)])) if id(m) in also else m for m in kept]
 
 
 def shimmed(code: str, regions: Sequence[tuple[int, int, str]]) -> frozenset[str]:
