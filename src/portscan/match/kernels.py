@@ -247,10 +247,9 @@ def match_cuda(text: str, rules: Sequence[Rule], hipify: frozenset[str] | None, 
         return []  # no directive to read: most headers that mention CUDA match nothing
     regions = guard_regions(code)
     shim = shimmed(code, regions)
-    guarded = [Match(m.rule, m.start, m.end, m.variables,
-                     _strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]
-                                + ([VENDOR_BRANCH] if shim and not shim.isdisjoint(_WORD.findall(code, m.start, m.end))
-                                   else [])), subject=m.subject)
+    guarded = [replace(m, guard=_strongest([guard for a, b, guard in regions if a <= m.start and m.end <= b]
+                                           + ([VENDOR_BRANCH] if shim and not shim.isdisjoint(
+                                               _WORD.findall(code, m.start, m.end)) else [])))
                for m in matches]
     return _library_uses(guarded, code)
 
