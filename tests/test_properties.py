@@ -7,13 +7,15 @@ A bounded number of examples runs in CI; set PORTSCAN_FUZZ_EXAMPLES for a longer
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path, PurePosixPath
 
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
-hypothesmith = pytest.importorskip("hypothesmith")
+if importlib.util.find_spec("hypothesmith") is None:
+    pytest.skip("hypothesmith is not installed", allow_module_level=True)
 
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
@@ -28,8 +30,16 @@ RULES = load_rules()
 EXAMPLES = int(os.environ.get("PORTSCAN_FUZZ_EXAMPLES", "30"))
 SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize="PORTSCAN_FUZZ_EXAMPLES" not in os.environ,
                     suppress_health_check=list(HealthCheck))
-#: generated modules; one strategy for both tests (each call builds a parser for Python's grammar)
-MODULES = hypothesmith.from_grammar()
+
+
+def _grammar() -> st.SearchStrategy[str]:
+    import hypothesmith  # 2.5 s (a parser for Python's grammar): only in the worker that draws from it
+
+    return hypothesmith.from_grammar()
+
+
+#: generated modules; one strategy for both tests, built at the first draw
+MODULES = st.deferred(_grammar)
 #: code every fix understands, to splice into generated modules so the fixes have work
 SNIPPETS = sorted({e.before for r in RULES.rules if r.fix is not None for e in r.fix.examples}
                   | {e.source for r in RULES.rules for e in r.bad if e.path.endswith(".py")})
