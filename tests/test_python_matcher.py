@@ -849,3 +849,28 @@ def test_a_table_of_device_names_over_one_local_is_one_finding_with_its_uses(rul
     found = [(f.span.line, [u[0] for u in f.uses]) for f in scan_source(source, "mfu.py", rules)
              if f.rule == "PS504"]
     assert found == [(5, [7, 9]), (12, []), (14, [])]
+
+
+# ------------------------------------------------------------------ texts beside a type test
+
+OOM_TEXT = rule("XX323", {"kind": "string", "tested": True, "values": ["CUDA out of memory"],
+                          "unless_type_tested": ["torch.cuda.OutOfMemoryError", "torch.OutOfMemoryError"]})
+
+
+@pytest.mark.parametrize("test, reported", [
+    ('"CUDA out of memory" in str(e) or isinstance(e, torch.cuda.OutOfMemoryError)', False),
+    ('isinstance(e, torch.OutOfMemoryError) or str(e).startswith("CUDA out of memory")', False),
+    ('ok and ("CUDA out of memory" in str(e) or isinstance(e, (ValueError, OOM)))', False),  # an alias, in a tuple
+    ('a or b or "CUDA out of memory" in str(e) or isinstance(e, OOM)', False),
+    ('"CUDA out of memory" in str(e) or isinstance(e, RuntimeError)', True),  # another type
+    ('isinstance(e, torch.cuda.OutOfMemoryError) and "CUDA out of memory" in str(e)', True),  # `and`: both needed
+    ('"CUDA out of memory" in str(e) or isinstance(e, OutOfMemoryError)', True),  # the project's own class
+    ('"CUDA out of memory" in str(e) or issubclass(e, torch.OutOfMemoryError)', True),  # not a test of e's type
+])
+def test_a_text_test_beside_the_oom_type_in_an_or_is_no_match(test: str, reported: bool) -> None:
+    """ROCm raises `torch.OutOfMemoryError` too, so an `or` that also tests for it still
+    catches the error there, whatever the text says."""
+    source = ("import torch\nfrom torch.cuda import OutOfMemoryError as OOM\n"
+              "class OutOfMemoryError(Exception):\n    pass\n"
+              f"def f(e, ok, a, b):\n    if {test}:\n        return 1\n")
+    assert [line for _, line, _ in run(source, OOM_TEXT)] == ([6] if reported else [])

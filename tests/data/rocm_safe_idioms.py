@@ -493,3 +493,13 @@ def onnx_providers() -> list:
 TEST_DTYPES = [torch.float32]
 if torch.cuda.is_available() and torch.cuda.get_device_capability()[0] >= 8:
     TEST_DTYPES += [torch.float16, torch.bfloat16]  # dtypes every ROCm GPU runs (cuequivariance's tests)
+
+
+def halve_on_oom(run_batch, batch_size: int):
+    """The NVIDIA text beside the exception type in one `or`: ROCm raises the type (Ludwig)."""
+    try:
+        return run_batch(batch_size)
+    except RuntimeError as e:
+        if "CUDA out of memory" in str(e) or isinstance(e, torch.cuda.OutOfMemoryError):
+            return run_batch(batch_size // 2)
+        raise

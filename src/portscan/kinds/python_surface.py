@@ -28,7 +28,8 @@ P = TypeVar("P")
 
 #: the sites a kind may name in ``python_sites``; the walk records only those named
 SITES = frozenset({"imports", "chains", "calls", "compares", "stores", "named-stores", "item-stores", "strings",
-                   "string-siblings", "dict-items", "item-loads", "conjunctions", "collection-members"})
+                   "string-siblings", "dict-items", "item-loads", "conjunctions", "disjunctions",
+                   "collection-members"})
 
 
 class PythonSurface(Protocol):
@@ -100,6 +101,11 @@ class PythonSurface(Protocol):
     def conjunctions(self) -> Sequence[tuple[cst.BaseExpression, ...]]:
         """The operands of each outermost ``a and b and c`` chain (with the ``conjunctions``
         site)."""
+
+    @property
+    def disjunctions(self) -> Sequence[tuple[cst.BaseExpression, ...]]:
+        """The operands of each outermost ``a or b or c`` chain, also one that is an operand
+        of an ``and`` (with the ``disjunctions`` site)."""
 
     def hit(self, rule: Any, site: object, node: cst.BaseExpression, subject: object = None,
             origin: cst.CSTNode | None = None, **variables: str) -> None:

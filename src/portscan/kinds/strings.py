@@ -38,7 +38,10 @@ class StringPattern:
     ``regex`` instead of ``values``: a string literal or f-string (placeholders read as
     ``\\0``) in which the regex finds a match (a CUDA wheel index URL inside a pip command).
     With ``unless_passed_as``, not a string that reaches one of those keyword arguments of
-    a call, itself or through a local list (``setup(dependency_links=links)``)."""
+    a call, itself or through a local list (``setup(dependency_links=links)``). With
+    ``unless_type_tested``, not a text looked for in an ``or`` chain that also tests the
+    value's type against one of those classes (``"CUDA out of memory" in str(e) or
+    isinstance(e, torch.cuda.OutOfMemoryError)``): the type test holds on ROCm."""
 
     kind: ClassVar[str] = "string"
     surfaces: ClassVar[frozenset[str]] = PYTHON
@@ -56,6 +59,9 @@ class StringPattern:
     alongside: tuple[str, ...] = ()
     #: keyword arguments whose strings are no match (``dependency_links``: pip ignores them)
     unless_passed_as: tuple[str, ...] = ()
+    #: with ``tested``: classes whose ``isinstance`` test in the same ``or`` chain makes the
+    #: text test redundant (``torch.cuda.OutOfMemoryError``, raised for ROCm's OOM too)
+    unless_type_tested: tuple[str, ...] = ()
 
     @classmethod
     def read(cls, r: TableReader) -> StringPattern:
@@ -75,8 +81,12 @@ class StringPattern:
         if alongside and not tested:
             raise PatternError(r.key("alongside"), "only with `tested = true`")
         passed = r.texts("unless_passed_as", required=False, check=IDENTIFIER, what="identifier")
+        type_tested = r.dotted("unless_type_tested", required=False)
+        if type_tested and not tested:
+            raise PatternError(r.key("unless_type_tested"), "only with `tested = true`")
         return cls(values=values, unless=r.texts("unless", required=False), regex=regex, tested=tested,
-                   unless_compared=unless_compared, alongside=alongside, unless_passed_as=passed)
+                   unless_compared=unless_compared, alongside=alongside, unless_passed_as=passed,
+                   unless_type_tested=type_tested)
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:
         if self.regex is not None:  # the leading text, and every literal run the regex needs
@@ -96,8 +106,10 @@ class StringPattern:
         if self.tested:
             alongside = (f", in an `and` chain that also looks for {code_list(map(repr, self.alongside))}"
                          if self.alongside else "")
+            typed = (f"; not in an `or` chain that also tests the value's type with `isinstance` against "
+                     f"{code_list(self.unless_type_tested)}, which holds on ROCm" if self.unless_type_tested else "")
             return (f"String literals {code_list(map(repr, self.values))} looked for in another text "
-                    f"(`in`, `==`, `startswith`, `find`, `re.search`, ...){alongside}.")
+                    f"(`in`, `==`, `startswith`, `find`, `re.search`, ...){alongside}{typed}.")
         compared = (", not compared for equality (`==`, `!=`, `x in [...]`) nor removed from a collection "
                     "(`x.remove(\"...\")`, and the test `\"...\" in x` before it): that reads a name and requests "
                     "nothing") if self.unless_compared else ""
@@ -106,7 +118,8 @@ class StringPattern:
     @property
     def extra_sites(self) -> frozenset[str]:
         """The sites only some patterns of the kind read (see ``python_sites``)."""
-        return frozenset({"conjunctions"}) if self.alongside else frozenset()
+        return (frozenset({"conjunctions"}) if self.alongside else frozenset()) \
+            | (frozenset({"disjunctions"}) if self.unless_type_tested else frozenset())
 
     @property
     def silent(self) -> bool:
@@ -137,6 +150,8 @@ class StringPattern:
         paired = _paired_texts(surface, tested) if any(p.alongside for _, p in rules) else {}
         passed = {keywords: surface.keyword_strings(frozenset(keywords))
                   for keywords in {p.unless_passed_as for _, p in rules if p.unless_passed_as}}
+        typed = {classes: _type_tested_texts(surface, frozenset(classes))
+                 for classes in {p.unless_type_tested for _, p in rules if p.unless_type_tested}}
         for node in surface.strings:
             if id(node) in surface.lookup_keys:
                 continue  # a key looked up in a mapping names, it does not request
@@ -145,6 +160,7 @@ class StringPattern:
             for rule, p in by_value.get(text or "", ()):
                 if (p.accepts_siblings(siblings) and (not p.tested or id(node) in tested)
                         and not (p.unless_compared and id(node) in compared)
+                        and id(node) not in typed.get(p.unless_type_tested, ())
                         and (not p.alongside or not paired.get(id(node), frozenset()).isdisjoint(p.alongside))):
                     surface.hit(rule, id(node), node, value=text or "")
             for rule, p in searched if text else ():
@@ -170,6 +186,30 @@ def _paired_texts(surface: PythonSurface, tested: frozenset[int]) -> dict[int, f
             others = frozenset(t for i, t in texts.items() if t is not None and i != id(node))
             paired[id(node)] = paired.get(id(node), frozenset()) | others
     return paired
+
+
+def _type_tested_texts(surface: PythonSurface, classes: frozenset[str]) -> frozenset[int]:
+    """ids of the texts looked for in an ``or`` chain that also asks ``isinstance(v, C)``
+    for one of ``classes`` (or a tuple holding one)."""
+    scopes = {id(call): scope for call, scope in surface.calls}
+    found: set[int] = set()
+    for operands in surface.disjunctions:
+        if any(_tests_type(operand, scopes, classes) for operand in operands):
+            found.update(id(node) for operand in operands for node in _looked_for(operand))
+    return frozenset(found)
+
+
+def _tests_type(operand: cst.BaseExpression, scopes: dict[int, Any], classes: frozenset[str]) -> bool:
+    scope = scopes.get(id(operand))
+    if (scope is None or not isinstance(operand, cst.Call) or len(operand.args) != 2
+            or not isinstance(operand.func, cst.Name) or operand.func.value != "isinstance"):
+        return False
+    types = operand.args[1].value
+    for item in [e.value for e in types.elements] if isinstance(types, cst.Tuple) else [types]:
+        name = cst.helpers.get_full_name_for_node(item)
+        if name is not None and classes.intersection(scope.qualified(name.split("."))):
+            return True
+    return False
 
 
 def _looked_for(operand: cst.BaseExpression) -> list[cst.BaseExpression]:

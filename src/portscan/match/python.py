@@ -368,6 +368,8 @@ class _Collector(Walker):
         self.string_siblings: dict[int, frozenset[str]] = {}
         #: the operands of each outermost ``a and b and c`` chain
         self.conjunctions: list[tuple[cst.BaseExpression, ...]] = []
+        #: the operands of each outermost ``a or b or c`` chain, also one inside an ``and``
+        self.disjunctions: list[tuple[cst.BaseExpression, ...]] = []
         #: id(element of a list/tuple/set literal) -> the literal's elements
         self.collection_members: dict[int, tuple[cst.BaseExpression, ...]] = {}
         self.regions: list[Region] = []
@@ -402,6 +404,7 @@ class _Collector(Walker):
         #: (body, what its handlers catch without re-raising) of every ``try`` that catches
         self.catching_tries: list[tuple[cst.CSTNode, frozenset[str]]] = []
         self._flattened: set[int] = set()
+        self._in_disjunction: set[int] = set()
         self.imported: list[ImportedName] = []
         #: (scope, name) of each ``del name``
         self.deleted: set[tuple[int, str]] = set()
@@ -949,7 +952,7 @@ class _Collector(Walker):
             operands = boolean_operands(node)
             self._flattened.update(id(n) for n in _nested_boolean_operations(node))
             if "conjunctions" in self.index.sites and isinstance(node.operator, cst.And):
-                self.conjunctions.append(tuple(_conjuncts(node)))
+                self.conjunctions.append(tuple(_junction(node, cst.And)))
             if any(is_vendor_check(operand) for operand in operands):
                 # `torch.version.cuda is not None and cap >= (9, 0)`: the whole chain
                 # is vendor-aware, the check itself included
@@ -957,6 +960,10 @@ class _Collector(Walker):
             else:  # `is_fp8 and DEVICE_TYPE == "cuda"`, where the module also tests `DEVICE_TYPE == "hip"`
                 if named := _cuda_compared(node):
                     self.cuda_compared.append((named, tuple(operands)))
+        if ("disjunctions" in self.index.sites and isinstance(node.operator, cst.Or)
+                and id(node) not in self._in_disjunction):
+            self._in_disjunction.update(id(n) for n in _junction_nodes(node, cst.Or))
+            self.disjunctions.append(tuple(_junction(node, cst.Or)))
         return True
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> bool:
@@ -1068,6 +1075,7 @@ class _Resolver:
         self.item_loads = collector.item_loads
         self.lookup_keys, self.string_siblings = collector.lookup_keys, collector.string_siblings
         self.conjunctions, self.collection_members = collector.conjunctions, collector.collection_members
+        self.disjunctions = collector.disjunctions
         self.wheel_tags = collector.wheel_tags
         #: id(node reported) -> the local whose check (``if v is not None:``) drops the report
         self.unless_checked: dict[int, str] = {}
@@ -2032,13 +2040,19 @@ def absolute_module(package: str, level: int, module: str) -> str | None:
     return ".".join([*parts[: len(parts) - level + 1], *([module] if module else [])])
 
 
-def _conjuncts(node: cst.BooleanOperation) -> list[cst.BaseExpression]:
-    """``a and (b and c) and (c or d)`` flattened to ``[a, b, c, c or d]``."""
-    if not isinstance(node.operator, cst.And):
+def _junction(node: cst.BaseExpression, operator: type) -> list[cst.BaseExpression]:
+    """The operands of a chain of one boolean operator, flattened: with ``cst.And``,
+    ``a and (b and c) and (c or d)`` is ``[a, b, c, c or d]``."""
+    if not isinstance(node, cst.BooleanOperation) or not isinstance(node.operator, operator):
         return [node]
-    left = _conjuncts(node.left) if isinstance(node.left, cst.BooleanOperation) else [node.left]
-    right = _conjuncts(node.right) if isinstance(node.right, cst.BooleanOperation) else [node.right]
-    return left + right
+    return _junction(node.left, operator) + _junction(node.right, operator)
+
+
+def _junction_nodes(node: cst.BaseExpression, operator: type) -> list[cst.BooleanOperation]:
+    """The boolean operations :func:`_junction` flattens, ``node`` among them."""
+    if not isinstance(node, cst.BooleanOperation) or not isinstance(node.operator, operator):
+        return []
+    return [node, *_junction_nodes(node.left, operator), *_junction_nodes(node.right, operator)]
 
 
 def _nested_boolean_operations(node: cst.BooleanOperation) -> list[cst.BooleanOperation]:
