@@ -45,6 +45,45 @@ def test_same_findings_with_and_without_cache_and_workers(tmp_path: Path, cache_
     assert plain[0] and plain[2] and plain == pooled == cold == warm == bulk
 
 
+def test_project_facts_are_worked_out_while_the_pool_parses(tmp_path: Path, monkeypatch, rules) -> None:
+    """With the pool parsing Python, the facts the kernel findings need (which modules are
+    vendor-gated, which CUDA-like names the project declares) are worked out meanwhile,
+    once each, instead of after the pool, when nothing else runs; the findings stay the
+    same."""
+    project = tmp_path / "p"
+    shutil.copytree(FIXTURE, project)
+    (project / "csrc" / "spmm.cu").parent.mkdir(exist_ok=True)
+    (project / "csrc" / "spmm.cu").write_text(
+        "#include <cusparse.h>\n"
+        "__global__ void reduce(float* v) { v[0] += __shfl_xor_sync(0xffffffff, v[0], 16); }\n"
+        "void spmm(cusparseHandle_t h) { int alg = CUSPARSE_SPMM_COO_ALG3; }\n")
+    plain = outcome(scan_paths([project], rules, workers=1))
+    assert {"PS924"} <= {f.rule for f in plain[0] if f.path == "csrc/spmm.cu"}
+    pooling = {"now": False}
+    calls: list[tuple[str, bool]] = []
+
+    def spy(name, real):
+        def run(*args, **kwargs):
+            calls.append((name, pooling["now"]))
+            return real(*args, **kwargs)
+        return run
+
+    def parallel(*args, **kwargs):
+        pooling["now"] = True
+        try:
+            return real_parallel(*args, **kwargs)
+        finally:
+            pooling["now"] = False
+
+    real_parallel = scan_module._parallel
+    monkeypatch.setattr(scan_module, "_parallel", parallel)
+    monkeypatch.setattr(scan_module, "gated_paths", spy("gated", scan_module.gated_paths))
+    monkeypatch.setattr(scan_module, "declared_cuda_names", spy("names", scan_module.declared_cuda_names))
+    monkeypatch.setattr(scan_module, "BULK_MIN", 1)  # this corpus is small: pool it as a big tree is
+    assert outcome(scan_paths([project], rules, workers=2)) == plain
+    assert sorted(calls) == [("gated", True), ("names", True)]
+
+
 def test_a_changed_file_misses_the_cache(tmp_path: Path, cache_dir: Path, rules) -> None:
     project = tmp_path / "p"
     project.mkdir()
