@@ -354,7 +354,8 @@ def _resolve_sources(base: Path, globs: Sequence[str]) -> tuple[list[Path], list
 
 @dataclass(frozen=True, slots=True)
 class _Inputs:
-    """What every file of one scan is scanned with; nothing here changes during the scan."""
+    """What every file of one scan is scanned with; nothing here changes during the scan
+    but ``facts``, a memo of what the tree says, which each fact enters once."""
 
     rules: RuleSet
     root: Path
@@ -610,8 +611,13 @@ def _extension(inputs: _Inputs, scan: Callable[[SourcePath], _Outcome], declarin
 
 
 def _text_or_none(inputs: _Inputs, path: Path) -> str | None:
+    return _source_text(inputs, inputs.source(path, file_kind(path) or "cpp"))
+
+
+def _source_text(inputs: _Inputs, source: SourcePath) -> str | None:
+    """A file's text, or None where it cannot be read or decoded (its own turn reports that)."""
     try:
-        return inputs.text(inputs.source(path, file_kind(path) or "cpp"))
+        return inputs.text(source)
     except SourceError:
         return None
 
@@ -756,13 +762,8 @@ def _cuda_names(discovery: Discovery, inputs: _Inputs) -> frozenset[str]:
 def _gated_cached(discovery: Discovery, inputs: _Inputs) -> frozenset[Path]:
     """:func:`portscan.gated.gated_paths`, kept in the cache under the size and mtime of
     every Python file of the tree (a warm scan reads no file twice for it)."""
-    def text(source: SourcePath) -> str | None:
-        try:
-            return inputs.text(source)
-        except SourceError:
-            return None
-
     python = [s for s in discovery.files if s.kind == "python"]
+    text = functools.partial(_source_text, inputs)
     found = _cached_fact(inputs, "gated", python, lambda: tuple(
         sorted(relative(g, discovery.root) for g in gated_paths(python, text, discovery.root))))
     return frozenset(discovery.root / rel for rel in found)

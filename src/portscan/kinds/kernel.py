@@ -13,10 +13,7 @@ from portscan.kinds.common import code_list
 from portscan.kinds.needles import Needle, needles, present
 from portscan.kinds.sites import KernelSource, Span
 from portscan.ruleset.prefilter import Token
-from portscan.ruleset.table import PatternError, TableReader
-
-
-_IDENTIFIER = re.compile(r"[A-Za-z_]\w*\Z")
+from portscan.ruleset.table import IDENTIFIER, PatternError, TableReader
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +69,7 @@ class KernelPattern:
                    unless_void_pointer=r.flag("unless_void_pointer"),
                    unless_shuffle_width=r.flag("unless_shuffle_width"),
                    unless_limit_queried=r.flag("unless_limit_queried"), once_per_file=r.flag("once_per_file"),
-                   api_prefixes=r.texts("api_prefixes", required=False, check=_IDENTIFIER, what="identifier prefix"),
+                   api_prefixes=r.texts("api_prefixes", required=False, check=IDENTIFIER, what="identifier prefix"),
                    needles=needles(regex.pattern, regex.flags))
 
     def token_sets(self) -> tuple[frozenset[Token], ...]:

@@ -213,8 +213,8 @@ def _tests_type(operand: cst.BaseExpression, scopes: dict[int, Any], classes: fr
 
 
 def _looked_for(operand: cst.BaseExpression) -> list[cst.BaseExpression]:
-    """The texts one operand of an ``and`` chain looks for: ``"x" in s``, ``s.startswith("x")``,
-    ``not ...`` of those."""
+    """The texts one operand of an ``and`` or ``or`` chain looks for: ``"x" in s``,
+    ``s.startswith("x")``, ``not ...`` of those."""
     while isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Not):
         operand = operand.expression
     if isinstance(operand, cst.Comparison):
