@@ -230,6 +230,41 @@ def test_a_capability_cached_in_a_global_is_followed_and_its_none_check_is_not_a
     assert [(line, rule, s) for line, rule, s, _ in found(rules, source)] == [(13, "PS502", "error")]
 
 
+@pytest.mark.parametrize("test, reported", [
+    # every AMD GPU answers as an NVIDIA GPU older than Blackwell: the older path
+    ("cap != (10, 0)", False),
+    ("torch.cuda.get_device_capability() != (10, 0)", False),
+    ("cap[0] == 8", False),
+    ("major * 10 + minor != 100", False),
+    ("props.major == 7", False),
+    # some AMD GPU answers otherwise: MI250 (9, 0), RDNA2 (10, 3), RDNA3 (11, 0), RDNA4 (12, 0)
+    ("cap == (9, 0)", True),
+    ("cap < (10, 0)", True),
+    ("cap >= (8, 0)", True),
+    ("cap in [(10, 0), (10, 3)]", True),
+    ("cap[0] != 10", True),
+    ("cap[0] == 12", True),
+    ("major * 10 + minor >= 90", True),
+    ("props.major >= 8", True),
+    # a minor, or a value that is no literal, is not evaluated
+    ("cap[1] == 0", True),
+    ("cap != SM100", True),
+])
+def test_a_capability_test_that_answers_amd_gpus_like_older_nvidia_ones_is_no_gate(rules, test, reported) -> None:
+    source = f"""
+        import torch
+
+        SM100 = (10, 0)
+        cap = torch.cuda.get_device_capability()
+        major, minor = cap
+        props = torch.cuda.get_device_properties(0)
+        if {test}:
+            ATTENTION = "flash"
+        """
+    rules_there = {rule for line, rule, s, _ in found(rules, source) if line == 8 and s != "info"}
+    assert bool(rules_there & {"PS501", "PS502", "PS506"}) is reported, rules_there
+
+
 def test_a_try_around_a_text_test_copes_with_nothing(rules) -> None:
     """``"CUDA out of memory" not in str(e)`` is false on ROCm whatever handler surrounds
     it (nothing raises), so no ``fallback`` guard lowers it; a call that raises on ROCm in

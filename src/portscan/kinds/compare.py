@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TYPE_CHECKING
@@ -21,6 +22,17 @@ else:
 #: an operator with its sides swapped (``3 < x`` is ``x > 3``)
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
 COMPARE_OPERATORS = ("<", "<=", ">", ">=", "==", "!=", "in", "not in", "contains", "not contains")
+
+#: what ``torch.cuda.get_device_capability()`` reports on the AMD GPUs ROCm supports:
+#: MI200 (gfx90a) (9, 0), MI300 (gfx942) (9, 4), MI350 (gfx950) (9, 5), RDNA2 (gfx1030)
+#: (10, 3), RDNA3 (gfx110x) (11, 0), RDNA4 (gfx120x) (12, 0) (shared/reference/rocm-facts.md
+#: section 5; pytorch/ao#4034; HIP's major/minor are the gfx version's, as in
+#: ``HSA_OVERRIDE_GFX_VERSION=10.3.0``)
+AMD_CAPABILITIES = ((9, 0), (9, 4), (9, 5), (10, 3), (11, 0), (12, 0))
+#: NVIDIA's compute capabilities, Kepler to Blackwell (https://developer.nvidia.com/cuda-gpus)
+NVIDIA_CAPABILITIES = ((3, 5), (3, 7), (5, 0), (5, 2), (5, 3), (6, 0), (6, 1), (6, 2), (7, 0), (7, 2),
+                       (7, 5), (8, 0), (8, 6), (8, 7), (8, 9), (9, 0), (10, 0), (10, 3), (11, 0),
+                       (12, 0), (12, 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +69,11 @@ class ComparePattern:
     #: no AMD GPU reports an NVIDIA generation below Hopper). The other tests in its ``and``
     #: chain (``major == 8 and minor == 0``) then decide nothing on ROCm and are not reported.
     false_on_rocm: tuple[str, ...] = ()
+    #: a capability test (the whole tuple, its major, or an SM number) that answers every
+    #: AMD GPU as it answers every NVIDIA GPU older than the generations it names is no
+    #: match: ``cap != (10, 0)`` skips a Blackwell test on AMD GPUs as on an A100, so ROCm
+    #: takes the path the code already has for older GPUs
+    older_alike: bool = False
 
     @classmethod
     def read(cls, r: TableReader) -> ComparePattern:
@@ -69,11 +86,13 @@ class ComparePattern:
         indices = r.literals("indices")
         if any(isinstance(i, bool) or not isinstance(i, int) or i < 0 for i in indices):
             raise PatternError(r.key("indices"), "expected a list of integers >= 0")
-        flags = {key: r.flag(key, default) for key, default in (("gates", False), ("helpers", True), ("tuning", False))}
+        flags = {key: r.flag(key, default) for key, default in (("gates", False), ("helpers", True), ("tuning", False),
+                                                                ("older_alike", False))}
         return cls(
             gates=flags["gates"],
             helpers=flags["helpers"],
             tuning=flags["tuning"],
+            older_alike=flags["older_alike"],
             false_on_rocm=false_on_rocm,
             callees=r.dotted("callees", wildcard=True),
             attributes=attributes,
@@ -115,6 +134,10 @@ class ComparePattern:
         if self.false_on_rocm:
             text += (f"; with {code_list(self.false_on_rocm)} the test is False on every AMD GPU, so the "
                      "other tests in its `and` chain decide nothing there and are not reported")
+        if self.older_alike:
+            text += ("; a test that answers every AMD GPU as it answers every NVIDIA GPU older than the "
+                     "generations it names (`cap != (10, 0)`, `major == 8`) sends ROCm down the path the "
+                     "code has for older GPUs and is not reported")
         if self.tuning:
             text += ("; a test that only picks numbers (tile sizes, warp or stage counts) is a tuning "
                      "choice, reported as `info` (guard `tuning`), and one whose branches only print or "
@@ -188,7 +211,7 @@ class ComparePattern:
                     value = surface.literal(other)
                     for rule, p in rules:
                         name = p.matched_callee(names, accessor, step, value)
-                        if name is not None:
+                        if name is not None and not (p.older_alike and answers_like_older(accessor, step, value)):
                             found.append((rule, p, name, comparison, operand, other, scope, flags))
                             if step in p.false_on_rocm:
                                 false_tests.add(id(comparison))
@@ -196,7 +219,8 @@ class ComparePattern:
                         for call, passed in _passed_values(surface, other, scope):
                             for rule, p in rules:
                                 name = p.matched_callee(names, accessor, step, passed)
-                                if name is not None and not p.gates and p.helpers:
+                                if (name is not None and not p.gates and p.helpers
+                                        and not (p.older_alike and answers_like_older(accessor, step, passed))):
                                     surface.hit(rule, id(call), call, origin=comparison, name=name,
                                                 value=repr(passed))
                 left = right
@@ -229,6 +253,39 @@ def _operators(r: TableReader, key: str) -> tuple[str, ...]:
         if op not in COMPARE_OPERATORS:
             raise PatternError(r.key(key), f"{op!r} is not one of {', '.join(COMPARE_OPERATORS)}")
     return operators
+
+
+def answers_like_older(accessor: tuple[str, object] | None, op: str, value: object) -> bool:
+    """Does the test ``capability <op> value`` (of the whole tuple, of its major through
+    ``accessor``, or of an SM number) give every AMD GPU the answer it gives every NVIDIA
+    GPU older than the lowest generation it names? Anything else (a minor, a value that is
+    no literal, a prefix test) is not known to, and is False."""
+    if accessor is not None and accessor[0] == "sm":
+        accessor, value = _sm_view(accessor[1], value)  # type: ignore[arg-type]
+    if accessor is None:
+        project: Any = tuple
+    elif accessor in (("index", 0), ("attr", "major")):
+        project = operator.itemgetter(0)
+    else:
+        return False
+    named = value if op in ("in", "not in") and isinstance(value, tuple) else (value,)
+    kind = tuple if accessor is None else int
+    if not named or not all(isinstance(v, kind) and not isinstance(v, bool) for v in named):
+        return False
+    if kind is tuple and not all(len(v) == 2 and all(type(i) is int for i in v) for v in named):  # type: ignore[arg-type]
+        return False
+    test = _TESTS.get(op)
+    lowest = min(named)  # type: ignore[type-var]
+    older = [c for c in NVIDIA_CAPABILITIES if project(c) < lowest]
+    if test is None or not older:
+        return False
+    return len({test(project(c), value) for c in (*older, *AMD_CAPABILITIES)}) == 1
+
+
+_TESTS: dict[str, Any] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
+    "!=": operator.ne, "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
+}
 
 
 def _decided_by(surface: PythonSurface, false_tests: set[int]) -> set[int]:
