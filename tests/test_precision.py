@@ -120,12 +120,17 @@ import triton
     ("def scale(blocks, fmt):\n  if fmt == 'nv_fp4':", "format-defined"),
     ("def scale(blocks, dtype):\n  if dtype != DType.NVFP4:\n    pass\n  else:", None),  # `else`: not named
     ("def scale_activations_fp8(blocks):", None),  # an FP8 type of its own choosing
-    ("def scale_mxfp4(blocks):", None),  # MXFP4 scales are E8M0: the E4M3 here is a choice
+    # any FP4 code runs only where FP8 is OCP: MI300, the one fnuz GPU, has no FP4
+    ("def scale_mxfp4(blocks):", "format-defined"),
+    ("def scale_and_quant_fp4(x):", "format-defined"),
 ])
 def test_code_named_for_a_format_that_defines_e4m3_keeps_it(rules, header: str, guard: str | None) -> None:
     """PS503 and PS973's ``formats``: NVFP4's block scales and MXFP8's elements are OCP
     E4M3 by definition, so code named for them (a def, a class, a branch testing the
-    format) writes the OCP type on purpose: info (gemlite's quantizers, judged false)."""
+    format) writes the OCP type on purpose: info (gemlite's quantizers, judged false). Any
+    FP4 code is read the same way: it runs only on GPUs whose FP8 is OCP (MI300, gfx942,
+    the one GPU with fnuz FP8, has no FP4), so its FP8 choices never meet fnuz (fastvideo's
+    NVFP4 attention quantizers, judged false)."""
     text = NVFP4.format(header=header)
     found = {(f.rule, f.guard) for f in scan_source(text, "quant.py", rules) if f.rule in ("PS503", "PS973")}
     assert found == {("PS503", guard), ("PS973", guard)}
