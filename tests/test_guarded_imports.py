@@ -584,3 +584,39 @@ def test_reading_a_constant_of_a_cuda_only_module_is_no_use_of_its_own(rules) ->
         """)
     found = [f for f in scan_source(source, "lang.py", rules) if f.rule == "PS101"]
     assert [(f.span.line, [line for line, _ in f.uses]) for f in found] == [(1, [6, 8])]
+
+
+@pytest.mark.parametrize(("statement", "rule", "severity", "uses"), [
+    # MONAI's helper: (module or stand-in, flag); a version positional, a name keyword
+    ('trt, trt_ok = optional_import("tensorrt", "8.5.3")', "PS101", "warning", (8, 9)),
+    ('torch_tensorrt, _ = optional_import("torch_tensorrt")', "PS102", "warning", (8, 9)),
+    # mmengine's: the module or None
+    ('trt = try_import("tensorrt")', "PS101", "warning", (8, 9)),
+    ('trt = utils.try_import(module="tensorrt")', "PS101", "warning", (8, 9)),
+    # a library with a ROCm build is info guarded, as behind a `try`
+    ('xformers = try_import("xformers")', "PS704", "info", ()),
+])
+def test_an_optional_import_helper_is_a_guarded_import_with_its_uses(rules, statement: str, rule: str,
+                                                                     severity: str, uses: tuple[int, ...]) -> None:
+    """``optional_import("tensorrt")`` imports the module or binds a stand-in, as a
+    ``try`` whose handler falls back does: one step lower, at the module's string, with
+    the uses of the name it binds listed (MONAI's ``convert_to_trt`` compiles with
+    Torch-TensorRT through such a binding)."""
+    local = statement.split("=")[0].split(",")[0].strip()
+    source = (f"from mmengine import utils\nfrom mmengine.utils import try_import\n"
+              f"from monai.utils import optional_import\n{statement}\n\n\ndef build(model, logger):\n"
+              f"    first = {local}.Builder(logger)\n    return {local}.compile(model, first)\n")
+    [finding] = [f for f in _scan(source, rules) if f.rule == rule]
+    assert (finding.span.line, finding.severity.value, finding.guard) == (4, severity, "fallback")
+    assert tuple(line for line, _ in finding.uses) == uses
+
+
+@pytest.mark.parametrize("statement", [
+    '_, has_apex = optional_import("apex.normalization", name="FusedLayerNorm")',  # binds only a flag
+    'trt = load_plugin("tensorrt")',  # not an import helper
+    'trt = optional_import(plugin_name)',  # no module named
+])
+def test_what_an_optional_import_helper_call_is_not(rules, statement: str) -> None:
+    source = f"from helpers import load_plugin, optional_import\nplugin_name = 'x'\n{statement}\n"
+    found = [f for f in scan_source(source, "mypkg/build.py", rules) if f.rule in ("PS101", "PS204", "PS206")]
+    assert found == []

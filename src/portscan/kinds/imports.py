@@ -27,6 +27,18 @@ _DOTTED_PATH = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*){2,}")
 _DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
 #: calls whose first argument names a module to import
 _IMPORTERS = ("importlib.import_module", "__import__")
+#: optional-import helpers, read by name wherever they come from (MONAI's and lmms-eval's
+#: ``optional_import``, mmengine's ``try_import``, a project's own): ``trt, ok =
+#: optional_import("tensorrt")`` imports the module or binds a stand-in, as a ``try``
+#: whose handler falls back does; the module is the first argument (or ``module=``), a
+#: name in it ``name=``
+IMPORT_HELPERS = frozenset({"optional_import", "try_import", "import_optional", "safe_import",
+                            "maybe_import", "import_or_none", "try_import_module"})
+
+
+def is_dotted_name(text: str) -> bool:
+    """Is ``text`` a module path (``torch_tensorrt``, ``apex.normalization``)?"""
+    return _DOTTED_NAME.fullmatch(text) is not None
 
 
 def lazy_import_path(text: str | None) -> bool:
@@ -101,7 +113,8 @@ class ImportPattern:
             path = Fragment(module if "." in module else module + ".", quoted=True)
             sets += [segments | {import_anchor(module)}, segments | {path},
                      segments | {"import_module", Fragment(module, quoted=True)},
-                     segments | {"__import__", Fragment(module, quoted=True)}]
+                     segments | {"__import__", Fragment(module, quoted=True)},
+                     segments | {Fragment("import("), Fragment(module, quoted=True)}]  # a helper
         return tuple(sets)
 
     def describe(self) -> str:
@@ -109,7 +122,9 @@ class ImportPattern:
         return f"Imports of {code_list(self.modules)} or any module below them, however spelled " \
                "(`import m`, `import m.sub as x`, `from m import n`), and lazy imports: a string " \
                "that is a dotted path to a class below them (`\"m.sub.Class\"`) or a module name given " \
-               "to `importlib.import_module`." + (
+               "to `importlib.import_module`, or to an optional-import helper (`trt, ok = " \
+               "optional_import(\"tensorrt\")`, `try_import`; guarded like an import whose `try` falls " \
+               "back, guard `fallback`)." + (
                    f" An import under `if` {code_list(self.probes)}`():` (an availability check that accepts "
                    "the library's ROCm build) is guarded like one in a `try` whose handler falls back "
                    "(guard `fallback`)." if self.probes else "") + (
@@ -166,7 +181,7 @@ class ImportPattern:
             if any(n in _IMPORTERS for n in names):
                 argument = surface.argument(call, 0, "name")
                 text = surface.text(argument) if argument is not None else None
-                if text is not None and _DOTTED_NAME.fullmatch(text):
+                if text is not None and is_dotted_name(text):
                     imported[id(argument)] = text
         roots = {module.split(".", 1)[0] for _, p in rules for module in p.modules}
         candidates = [(node, text) for node in surface.strings

@@ -90,6 +90,7 @@ from portscan.kinds.sites import ArgumentSite
 from portscan.match.commands import Command, Word, commands as shell_commands, pip_arguments
 from portscan.match.common import parse_requirement, requirement_rules
 from portscan.kinds import Pattern
+from portscan.kinds.imports import IMPORT_HELPERS, is_dotted_name
 from portscan.kinds.requirement import INSTALLER_CALLS, SETUP_REQUIREMENT_SECTIONS
 from portscan.ruleset.schema import Rule
 
@@ -154,7 +155,7 @@ class Scope:
     for anything else (parameter, assignment, def, class, relative import)."""
 
     __slots__ = ("parent", "is_class", "bindings", "values", "loop_items", "global_names", "first_party",
-                 "imports", "params", "param_order", "returns")
+                 "imports", "helper_imports", "params", "param_order", "returns")
 
     def __init__(self, parent: Scope | None, is_class: bool = False) -> None:
         self.parent = parent
@@ -170,6 +171,9 @@ class Scope:
         self.first_party: dict[str, list[str]] = {}
         #: name -> the import statements that bind it here (for the fixes' import bookkeeping)
         self.imports: dict[str, list[cst.Import | cst.ImportFrom]] = {}
+        #: name -> the optional-import helper calls that bind it here (``trt, ok =
+        #: optional_import("tensorrt")``): imports for the matcher, not for the fixes
+        self.helper_imports: dict[str, list[cst.Assign]] = {}
         #: parameter name -> (the def, its position among positional parameters or None)
         self.params: dict[str, tuple[cst.FunctionDef | cst.Lambda, int | None]] = {}
         #: a def's body scope: its positional parameters in order, and what its ``return``
@@ -181,6 +185,11 @@ class Scope:
         self.bindings.setdefault(name, []).append(qualified)
         if first_party is not None:
             self.first_party.setdefault(name, []).append(first_party)
+
+    def binders(self, name: str) -> list[cst.Import | cst.ImportFrom | cst.Assign]:
+        """The statements that import ``name`` here: import statements, then
+        optional-import helper calls."""
+        return [*self.imports.get(name, ()), *self.helper_imports.get(name, ())]
 
     def lookup(self, name: str) -> Scope | None:
         """The scope whose binding of ``name`` a use in this scope sees."""
@@ -261,7 +270,7 @@ class ImportedName(NamedTuple):
     """A name an absolute import of another project's module binds (the import kind
     decides which rules cover it)."""
 
-    statement: cst.Import | cst.ImportFrom
+    statement: cst.Import | cst.ImportFrom | cst.Assign  #: an Assign: an optional-import helper's
     full: str  #: the imported name in full (``from x import *``: the module)
     alias_node: cst.BaseExpression | None  #: the alias as written (None: a star import)
     module: str  #: the ``from`` module ("" for ``import x``)
@@ -636,7 +645,31 @@ class _Collector(Walker):
             self._store(target.target, node.value)
             if isinstance(target.target, cst.Name) and isinstance(node.value, (cst.Tuple, cst.List, cst.Set)):
                 self.literal_sets.append((target.target.value, self.scope, node.value))
+        if "imports" in self.index.sites and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            self._helper_import(node, node.targets[0].target, node.value)
         return False
+
+    def _helper_import(self, node: cst.Assign, target: cst.BaseExpression, call: cst.Call) -> None:
+        """``trt, ok = optional_import("tensorrt")``, ``xformers = try_import("xformers")``:
+        an import through an optional-import helper (``portscan.kinds.imports.IMPORT_HELPERS``,
+        by name), binding its first target. The helper binds a stand-in where the import
+        fails, as a ``try`` whose handler falls back does: the statement is guarded so."""
+        if _callee_name(call) not in IMPORT_HELPERS:
+            return
+        if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
+            target = target.elements[0].value
+        argument = next((a.value for a in call.args if (a.keyword is None and not a.star)
+                         or (a.keyword is not None and a.keyword.value == "module")), None)
+        module = string_text(argument) if argument is not None else None
+        name = next((string_text(a.value) for a in call.args
+                     if a.keyword is not None and a.keyword.value == "name"), "")
+        if (not isinstance(target, cst.Name) or target.value == "_" or module is None or argument is None
+                or not is_dotted_name(module) or self._is_first_party(module)):
+            return
+        full = f"{module}.{name}" if name and is_dotted_name(name) else module
+        self.scope.helper_imports.setdefault(target.value, []).append(node)
+        self.imported.append(ImportedName(node, full, argument, "", None, target.value, self.scope))
+        self.regions.append(Region(node, FALLBACK))
 
     def visit_AnnAssign(self, node: cst.AnnAssign) -> bool:
         self._visit_annotation(node.annotation.annotation)
@@ -2523,12 +2556,12 @@ class _Bindings:
                 for node in chain.nodes:
                     if id(node) in wanted:
                         self._chains[id(node)] = chain
-        self._uses: dict[int, cst.Import | cst.ImportFrom | None] = {
+        self._uses: dict[int, cst.Import | cst.ImportFrom | cst.Assign | None] = {
             key: self._binding(chain) for key, chain in self._chains.items()}
 
-    def _binding(self, chain: _Chain) -> cst.Import | cst.ImportFrom | None:
+    def _binding(self, chain: _Chain) -> cst.Import | cst.ImportFrom | cst.Assign | None:
         owner = chain.scope.lookup(chain.parts[0])
-        candidates = owner.imports.get(chain.parts[0], []) if owner is not None else []
+        candidates = owner.binders(chain.parts[0]) if owner is not None else []
         reported = [s for s in candidates if id(s) in self._reported]
         chosen = reported or candidates
         return chosen[0] if chosen else None
@@ -2537,10 +2570,10 @@ class _Bindings:
         found: list[cst.CSTNode] = [self._statements[key] for key in self._reported]
         return found + [s for s in self._uses.values() if s is not None]
 
-    def import_statement(self, rule: Rule, site: object) -> cst.Import | cst.ImportFrom | None:
+    def import_statement(self, rule: Rule, site: object) -> cst.Import | cst.ImportFrom | cst.Assign | None:
         return self._statements.get(site[0]) if isinstance(site, tuple) and _is_import(rule, site) else None
 
-    def use_statement(self, node: cst.CSTNode) -> cst.Import | cst.ImportFrom | None:
+    def use_statement(self, node: cst.CSTNode) -> cst.Import | cst.ImportFrom | cst.Assign | None:
         return self._uses.get(id(node))
 
     def first_name(self, node: cst.CSTNode) -> str:
@@ -2576,7 +2609,7 @@ class _Bindings:
         for chain in self._collector.chains:
             name = chain.parts[0]
             if name in names and (owner := chain.scope.lookup(name)) is not None \
-                    and statement in owner.imports.get(name, ()):
+                    and statement in owner.binders(name):
                 yield chain
 
     def probes_only(self, statement: cst.CSTNode) -> bool:
