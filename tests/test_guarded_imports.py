@@ -620,3 +620,12 @@ def test_what_an_optional_import_helper_call_is_not(rules, statement: str) -> No
     source = f"from helpers import load_plugin, optional_import\nplugin_name = 'x'\n{statement}\n"
     found = [f for f in scan_source(source, "mypkg/build.py", rules) if f.rule in ("PS101", "PS204", "PS206")]
     assert found == []
+
+
+def test_an_optional_import_helper_names_the_class_it_imports(rules) -> None:
+    """``name=`` imports a name from the module, as ``from module import name`` does."""
+    source = ('from monai.utils import optional_import\n'
+              'norm, _ = optional_import("apex.normalization", name="FusedLayerNorm")\n')
+    [finding] = [f for f in scan_source(source, "m.py", rules) if f.rule == "PS204"]
+    assert (finding.span.line, finding.guard) == (2, "fallback")
+    assert finding.message.startswith("`apex.normalization.FusedLayerNorm`")

@@ -269,10 +269,7 @@ def answers_like_older(accessor: tuple[str, object] | None, op: str, value: obje
     else:
         return False
     named = value if op in ("in", "not in") and isinstance(value, tuple) else (value,)
-    kind = tuple if accessor is None else int
-    if not named or not all(isinstance(v, kind) and not isinstance(v, bool) for v in named):
-        return False
-    if kind is tuple and not all(len(v) == 2 and all(type(i) is int for i in v) for v in named):  # type: ignore[arg-type]
+    if not named or not all(_is_capability(v, whole=accessor is None) for v in named):
         return False
     test = _TESTS.get(op)
     lowest = min(named)  # type: ignore[type-var]
@@ -280,6 +277,13 @@ def answers_like_older(accessor: tuple[str, object] | None, op: str, value: obje
     if test is None or not older:
         return False
     return len({test(project(c), value) for c in (*older, *AMD_CAPABILITIES)}) == 1
+
+
+def _is_capability(value: object, whole: bool) -> bool:
+    """A literal ``(major, minor)`` (``whole``) or a major."""
+    if whole:
+        return isinstance(value, tuple) and len(value) == 2 and all(type(i) is int for i in value)
+    return type(value) is int
 
 
 _TESTS: dict[str, Any] = {

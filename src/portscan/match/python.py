@@ -663,7 +663,7 @@ class _Collector(Walker):
         module = string_text(argument) if argument is not None else None
         name = next((string_text(a.value) for a in call.args
                      if a.keyword is not None and a.keyword.value == "name"), "")
-        if (not isinstance(target, cst.Name) or target.value == "_" or module is None or argument is None
+        if (not isinstance(target, cst.Name) or target.value == "_" or module is None
                 or not is_dotted_name(module) or self._is_first_party(module)):
             return
         full = f"{module}.{name}" if name and is_dotted_name(name) else module
