@@ -629,3 +629,27 @@ def test_an_optional_import_helper_names_the_class_it_imports(rules) -> None:
     [finding] = [f for f in scan_source(source, "m.py", rules) if f.rule == "PS204"]
     assert (finding.span.line, finding.guard) == (2, "fallback")
     assert finding.message.startswith("`apex.normalization.FusedLayerNorm`")
+
+
+def test_a_module_imported_again_lists_the_uses_of_both_imports(rules) -> None:
+    """``import pynvml`` in ``__init__`` and again in another method: one finding at the
+    first, the second import and what each one's name is used for in its ``uses``
+    (Composer's system-metrics callback: the NVML reads of the second were lost)."""
+    source = """
+        import torch
+
+
+        class Monitor:
+            def __init__(self):
+                if torch.cuda.is_available():
+                    import pynvml
+                    pynvml.nvmlInit()
+
+            def read(self):
+                import pynvml
+                handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+                return pynvml.nvmlDeviceGetPowerUsage(handle)
+        """
+    [finding] = [f for f in _scan(source, rules) if f.rule == "PS602"]
+    assert finding.span.line == 8
+    assert [line for line, _ in finding.uses] == [9, 12, 13, 14]

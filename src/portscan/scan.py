@@ -202,8 +202,8 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
       at the first, with the rest in ``uses``;
     - a module imported again by an import statement no guard lowers (``import cudnn`` at
       the top and inside a function) is one finding per rule and severity, at the first
-      import, the others in ``uses``; a guarded import keeps its own finding, since each
-      ``try`` has its own fallback.
+      import, the others in ``uses``, with the uses of what they bind; a guarded import
+      keeps its own finding, since each ``try`` has its own fallback.
 
     A finding with a fix marker stays one of its own: ``portscan fix`` rewrites it there,
     and the marker says so.
@@ -219,6 +219,7 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
     kept_imports = {binding: [f for _, f in found if id(f) not in dropped] for binding, found in imports.items()}
     extra: dict[int, list[tuple[int, int]]] = {}  # id(finding) -> its uses
     anchors: dict[tuple[object, ...], Finding] = {}
+    merged: dict[int, int] = {}  # id(a finding listed as a use of another) -> id(that one)
     out: list[Finding] = []
     for match, finding in sorted(pairs, key=lambda pair: pair[1].sort_key()):
         if id(finding) in dropped:
@@ -241,9 +242,12 @@ def collapse(pairs: Sequence[tuple[Match, Finding]]) -> list[Finding]:
         if key is not None:
             if key in anchors:
                 extra.setdefault(id(anchors[key]), []).append(place)
+                merged[id(finding)] = id(anchors[key])
                 continue
             anchors[key] = finding
         out.append(finding)
+    for fid in [fid for fid in extra if fid in merged]:  # the uses of an import merged into an earlier one
+        extra.setdefault(merged[fid], []).extend(extra.pop(fid))
     return [dataclasses.replace(f, uses=tuple(sorted({*f.uses, *extra[id(f)]}))) if id(f) in extra else f
             for f in out]
 
