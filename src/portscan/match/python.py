@@ -658,11 +658,10 @@ class _Collector(Walker):
             return
         if isinstance(target, (cst.Tuple, cst.List)) and target.elements:
             target = target.elements[0].value
-        argument = next((a.value for a in call.args if (a.keyword is None and not a.star)
-                         or (a.keyword is not None and a.keyword.value == "module")), None)
+        argument = _argument(call, 0, "module")
         module = string_text(argument) if argument is not None else None
-        name = next((string_text(a.value) for a in call.args
-                     if a.keyword is not None and a.keyword.value == "name"), "")
+        named = _argument(call, None, "name")
+        name = string_text(named) if named is not None else None
         if (not isinstance(target, cst.Name) or target.value == "_" or module is None
                 or not is_dotted_name(module) or self._is_first_party(module)):
             return
