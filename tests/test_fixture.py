@@ -55,7 +55,7 @@ EXPECTED = [
     ("scripts/export_tensorrt.py", 6, "PS102"),   # import torch_tensorrt
     ("scripts/export_tensorrt.py", 16, "PS104"),  # torch.compile(model, backend="tensorrt")
     ("scripts/launch.sh", 8, "PS601"),            # nvidia-smi does not exist on AMD GPU hosts
-    ("scripts/launch.sh", 10, "PS615"),           # NCCL_P2P_LEVEL=NVL limits peer-to-peer to NVLink-connected GPUs, an
+    ("scripts/launch.sh", 10, "PS615"),           # NCCL_P2P_LEVEL=NVL: RCCL ignores the level name NVL (info)
     ("scripts/launch.sh", 11, "PS840"),           # CUDA_HOME points builds at a CUDA toolkit
     ("scripts/launch.sh", 16, "PS834"),           # --gpus asks docker for a GPU device driver
     ("setup.py", 8, "PS404"),                     # if CUDA_HOME is None: raise
