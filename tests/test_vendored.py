@@ -48,7 +48,8 @@ def test_a_copy_is_found_by_its_marker_in_a_folder_named_for_it(tmp_path: Path) 
 
 def test_every_library_in_the_table_names_its_rocm_counterpart_and_a_source() -> None:
     assert {library.name for library in libraries()} >= {"cutlass", "cub", "thrust", "cccl", "nvtx", "eigen", "gloo",
-                                                          "tvm", "composable_kernel", "cmake-cuda-modules"}
+                                                          "tvm", "composable_kernel", "cmake-cuda-modules", "jitify",
+                                                          "cuda-toolkit-headers"}
     for library in libraries():
         assert library.rocm and library.reference.startswith("https://") and not library.marker.startswith("/")
         assert library.marker or library.files
@@ -114,3 +115,17 @@ def test_amds_own_library_and_a_compiler_with_a_rocm_backend_are_vendored(tmp_pa
     assert found == {("3rdparty/composable_kernel/include/ck/utility/warp.hpp", "info", "vendored"),
                      ("3rdparty/tvm/src/runtime/cuda/warp.cuh", "info", "vendored"),
                      ("src/tl_templates/warp.cuh", "error", None)}
+
+
+def test_nvidia_single_file_copies_are_vendored_wherever_they_sit(tmp_path: Path, rules) -> None:
+    """A project that ships NVRTC's own copy of the toolkit's ``cuda_fp16.h`` (CuPy's
+    ``_cuda/cuda-12/``) or Jitify's header: NVIDIA's code, replaced on ROCm by ROCm's own
+    headers and hiprtc; the same text in the project's own header stays reported."""
+    text = "#pragma once\n__device__ float f(float x);\n#define warpSize    32\n"
+    for rel in ("cupyx/include/_cuda/cuda-12/cuda_fp16.h", "include/_jitify/jitify.hpp", "csrc/warp.cuh"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    found = {(f.path, f.severity.value, f.guard) for f in scan_paths([tmp_path], rules).findings if f.rule == "PS910"}
+    assert found == {("cupyx/include/_cuda/cuda-12/cuda_fp16.h", "info", "vendored"),
+                     ("include/_jitify/jitify.hpp", "info", "vendored"),
+                     ("csrc/warp.cuh", "warning", None)}
