@@ -56,6 +56,7 @@ VISIBLE = os.environ.get("CUDA_VISIBLE_DEVICES", "")
 os.environ.setdefault("NCCL_DEBUG", "WARN")
 os.environ["NCCL_SOCKET_IFNAME"] = "eth0"
 os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] = "1"
+os.environ["NCCL_P2P_LEVEL"] = "NVL"  # RCCL does not know the level name: ignored, nothing fails
 os.environ["CUDA_LAUNCH_BLOCKING"] = "1"
 os.environ["PYTORCH_HIP_ALLOC_CONF"] = "garbage_collection_threshold:0.8"
 
