@@ -177,6 +177,8 @@ class ComparePattern:
             excluded = [_folded(v) for v in self.not_values]
             if all(_folded(item) in excluded for item in items):
                 return None
+        if self.older_alike and answers_like_older(accessor, op, value):
+            return None
         return name
 
     # -- the Python surface (see portscan.kinds.python_surface) ---------------------------
@@ -211,7 +213,7 @@ class ComparePattern:
                     value = surface.literal(other)
                     for rule, p in rules:
                         name = p.matched_callee(names, accessor, step, value)
-                        if name is not None and not (p.older_alike and answers_like_older(accessor, step, value)):
+                        if name is not None:
                             found.append((rule, p, name, comparison, operand, other, scope, flags))
                             if step in p.false_on_rocm:
                                 false_tests.add(id(comparison))
@@ -219,8 +221,7 @@ class ComparePattern:
                         for call, passed in _passed_values(surface, other, scope):
                             for rule, p in rules:
                                 name = p.matched_callee(names, accessor, step, passed)
-                                if (name is not None and not p.gates and p.helpers
-                                        and not (p.older_alike and answers_like_older(accessor, step, passed))):
+                                if name is not None and not p.gates and p.helpers:
                                     surface.hit(rule, id(call), call, origin=comparison, name=name,
                                                 value=repr(passed))
                 left = right
@@ -256,12 +257,11 @@ def _operators(r: TableReader, key: str) -> tuple[str, ...]:
 
 
 def answers_like_older(accessor: tuple[str, object] | None, op: str, value: object) -> bool:
-    """Does the test ``capability <op> value`` (of the whole tuple, of its major through
-    ``accessor``, or of an SM number) give every AMD GPU the answer it gives every NVIDIA
-    GPU older than the lowest generation it names? Anything else (a minor, a value that is
-    no literal, a prefix test) is not known to, and is False."""
-    if accessor is not None and accessor[0] == "sm":
-        accessor, value = _sm_view(accessor[1], value)  # type: ignore[arg-type]
+    """Does the test ``capability <op> value`` (of the whole tuple, or of its major through
+    ``accessor``; an SM number is read as one of those first, see :func:`_sm_view`) give
+    every AMD GPU the answer it gives every NVIDIA GPU older than the lowest generation it
+    names? Anything else (a minor, a value that is no literal, a prefix test) is not known
+    to, and is False."""
     if accessor is None:
         project: Any = tuple
     elif accessor in (("index", 0), ("attr", "major")):
